@@ -1,0 +1,96 @@
+"""The command line. Thin: parse flags -> resolve -> compute -> render -> print.
+
+Commands live one per module and are registered lazily: ``kvcalc size ...`` imports only
+``kvcalc.cli.size``. Errors map to exit codes in one place (``KvcalcGroup.main``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+from typer.core import TyperGroup
+
+from kvcalc.errors import EXIT_USAGE, KvcalcError
+
+# command name -> module that defines register(app)
+COMMANDS: dict[str, str] = {
+    "size": "kvcalc.cli.size",
+    "ranks": "kvcalc.cli.size",
+    "presets": "kvcalc.cli.presets",
+}
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(f"kvcalc: error: {message}\n")
+
+
+class KvcalcGroup(TyperGroup):
+    """Maps every failure to one line on stderr and an exit code; never a traceback."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[override]
+        try:
+            rv = super().main(
+                args=args, prog_name=prog_name or "kvcalc", complete_var=complete_var, standalone_mode=False, **extra
+            )
+        except KvcalcError as exc:
+            _err(exc.message)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            _err("aborted")
+            sys.exit(130)
+        except BrokenPipeError:
+            sys.exit(0)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kvcalc`: show the help
+                sys.stdout.write(str(exc.format_message()) + "\n")
+                sys.exit(0)
+            if _is_click_error(exc):  # usage errors of the click typer ships (vendored or not)
+                _err(" ".join(str(exc.format_message()).split()))
+                sys.exit(int(getattr(exc, "exit_code", EXIT_USAGE) or EXIT_USAGE))
+            if os.environ.get("KVCALC_DEBUG"):
+                raise
+            _err(f"internal error: {type(exc).__name__}: {exc} (set KVCALC_DEBUG=1 for the traceback and report it)")
+            sys.exit(70)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _is_click_error(exc: Exception) -> bool:
+    """Click's exceptions (typer vendors click from 0.28 on) carry format_message and exit_code."""
+    return callable(getattr(exc, "format_message", None)) and isinstance(getattr(exc, "exit_code", None), int)
+
+
+def build_app(names: list[str] | None = None) -> typer.Typer:
+    app = typer.Typer(
+        cls=KvcalcGroup,
+        name="kvcalc",
+        help="KV cache calculator for LLM serving: bytes per token, per rank, the pool vLLM reserves, capacity gates.",
+        add_completion=False,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+
+    @app.callback()
+    def _root() -> None:
+        """KV cache calculator for LLM serving, byte for byte as vLLM sizes it."""
+
+    modules: list[str] = []
+    for name in names if names is not None else list(COMMANDS):
+        mod = COMMANDS[name]
+        if mod not in modules:
+            modules.append(mod)
+    for mod in modules:
+        importlib.import_module(mod).register(app)
+    return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    names = [first] if first in COMMANDS else None
+    app = build_app(names)
+    app(args=argv, prog_name="kvcalc")

@@ -1,0 +1,239 @@
+"""Per-layer KV cache specs, the way vLLM's ``vllm/v1/kv_cache_interface.py`` models them.
+
+Every spec is a frozen dataclass describing what ONE layer on ONE rank stores, and it
+answers the same questions, so no capacity code special-cases a layer kind:
+
+- ``bytes_per_token``: bytes one more cached token costs in this layer (0 for state layers)
+- ``page_size_bytes``: bytes of one block of this layer (vLLM's "page")
+- ``max_memory_usage_bytes(max_model_len, in_flight)``: what one request of
+  ``max_model_len`` tokens may hold in this layer (vLLM's rule for the spec kind)
+- ``held_tokens(t)`` / ``held_blocks(t)``: what a request with ``t`` cached positions
+  holds at that moment (effective measure and block-rounded measure)
+
+Integers in bytes everywhere. No I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of non-negative integers."""
+    return -(-a // b)
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionSpec:
+    """Dense K/V attention over every cached token (vLLM ``FullAttentionSpec``)."""
+
+    block_size: int
+    num_kv_heads: int
+    head_size: int
+    head_size_v: int
+    dtype_bytes: int
+    # bytes stored per (token, kv head) besides K and V: inline fp32 scales of the
+    # *_per_token_head cache dtypes (2 x 4 B). Per-tensor fp8 scales are per-layer
+    # scalars and add nothing here.
+    scale_bytes_per_head: int = 0
+    # packed formats whose bytes per token are fixed by the backend (fp8_ds_mla: 656)
+    token_bytes_override: int = 0
+    page_size_padded: int = 0
+
+    kind = "full"
+
+    @property
+    def bytes_per_token(self) -> int:
+        if self.token_bytes_override:
+            return self.token_bytes_override
+        per_head = (self.head_size + self.head_size_v) * self.dtype_bytes + self.scale_bytes_per_head
+        return self.num_kv_heads * per_head
+
+    @property
+    def real_page_size_bytes(self) -> int:
+        return self.block_size * self.bytes_per_token
+
+    @property
+    def page_size_bytes(self) -> int:
+        return self.page_size_padded or self.real_page_size_bytes
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes held per request regardless of its length (0 for attention)."""
+        return 0
+
+    def max_memory_usage_bytes(self, max_model_len: int, in_flight_tokens: int) -> int:
+        return cdiv(max_model_len, self.block_size) * self.page_size_bytes
+
+    def held_tokens(self, tokens: int) -> int:
+        return tokens
+
+    def held_blocks(self, tokens: int) -> int:
+        return cdiv(tokens, self.block_size)
+
+    def with_block_size(self, block_size: int) -> AttentionSpec:
+        return replace(self, block_size=block_size)
+
+    def with_padding(self, page_size_padded: int) -> AttentionSpec:
+        return replace(self, page_size_padded=page_size_padded)
+
+    @property
+    def type_key(self) -> tuple:
+        """Specs with equal keys need the same number of blocks for every request."""
+        return (self.kind, self.block_size)
+
+
+@dataclass(frozen=True, slots=True)
+class MLASpec(AttentionSpec):
+    """Multi-head latent attention: one compressed latent per token per layer
+    (``kv_lora_rank + qk_rope_head_dim`` elements, no separate V, no x2), the same
+    on every TP rank (vLLM ``MLAAttentionSpec``)."""
+
+    kind = "mla"
+
+
+@dataclass(frozen=True, slots=True)
+class SlidingWindowSpec(AttentionSpec):
+    """Sliding-window attention (vLLM ``SlidingWindowSpec``)."""
+
+    window: int = 0
+    extra_retained_tokens: int = 0
+
+    kind = "sliding"
+
+    def max_memory_usage_bytes(self, max_model_len: int, in_flight_tokens: int) -> int:
+        # Window W, W-1 earlier tokens plus the tokens in flight; +1 block because the
+        # window need not start on a block boundary. Example: block 4, window 4, one
+        # token in flight -> min(3+1, L)=4 tokens -> 1 block, +1 = 2 blocks.
+        tokens = min(self.window - 1 + self.extra_retained_tokens + in_flight_tokens, max_model_len)
+        return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes
+
+    def held_tokens(self, tokens: int) -> int:
+        # the positions the newest query reads: the last `window` ones
+        return min(tokens, self.window)
+
+    def held_blocks(self, tokens: int) -> int:
+        # blocks wholly before the window are returned to the pool (vLLM
+        # SlidingWindowManager.remove_skipped_blocks); the first kept block may be
+        # partly outside the window. Example: block 4, window 4, 10 tokens: the
+        # window is positions 6..9, blocks 1 (4..7) and 2 (8..9) -> 2 blocks.
+        first = max(0, tokens - self.window) // self.block_size
+        return cdiv(tokens, self.block_size) - first
+
+    @property
+    def type_key(self) -> tuple:
+        return (self.kind, self.block_size, self.window)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkedLocalSpec(AttentionSpec):
+    """Chunked local attention, e.g. Llama 4 (vLLM ``ChunkedLocalAttentionSpec``)."""
+
+    chunk: int = 0
+
+    kind = "chunked"
+
+    def max_memory_usage_bytes(self, max_model_len: int, in_flight_tokens: int) -> int:
+        tokens = min(self.chunk + in_flight_tokens, max_model_len)
+        return cdiv(tokens, self.block_size) * self.page_size_bytes
+
+    def _chunk_start(self, tokens: int) -> int:
+        return ((tokens - 1) // self.chunk) * self.chunk if tokens else 0
+
+    def held_tokens(self, tokens: int) -> int:
+        return tokens - self._chunk_start(tokens)
+
+    def held_blocks(self, tokens: int) -> int:
+        return cdiv(tokens, self.block_size) - self._chunk_start(tokens) // self.block_size
+
+    @property
+    def type_key(self) -> tuple:
+        return (self.kind, self.block_size, self.chunk)
+
+
+@dataclass(frozen=True, slots=True)
+class CrossAttentionSpec(AttentionSpec):
+    """Cross-attention of an encoder-decoder model: K/V of the encoder output, a fixed
+    number of positions per request whatever the decoder length (vLLM
+    ``CrossAttentionSpec``)."""
+
+    encoder_tokens: int = 0
+
+    kind = "cross"
+
+    def max_memory_usage_bytes(self, max_model_len: int, in_flight_tokens: int) -> int:
+        return cdiv(self.encoder_tokens, self.block_size) * self.page_size_bytes
+
+    def held_tokens(self, tokens: int) -> int:
+        return self.encoder_tokens if tokens else 0
+
+    def held_blocks(self, tokens: int) -> int:
+        return cdiv(self.encoder_tokens, self.block_size) if tokens else 0
+
+    @property
+    def type_key(self) -> tuple:
+        return (self.kind, self.block_size, self.encoder_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class StateTensor:
+    """One recurrent-state tensor of a mamba / linear-attention layer on one rank."""
+
+    shape: tuple[int, ...]
+    dtype_bytes: int
+
+    @property
+    def nbytes(self) -> int:
+        n = self.dtype_bytes
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True, slots=True)
+class MambaSpec:
+    """Per-request recurrent state (Mamba, GDN, linear attention): a fixed number of
+    bytes per request, whatever its length (vLLM ``MambaSpec``, ``mamba_cache_mode``
+    "none"): one page, plus one per speculative block."""
+
+    block_size: int
+    tensors: tuple[StateTensor, ...]
+    page_size_padded: int = 0
+    num_speculative_blocks: int = 0
+
+    kind = "mamba"
+    bytes_per_token = 0
+
+    @property
+    def real_page_size_bytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors)
+
+    @property
+    def page_size_bytes(self) -> int:
+        return self.page_size_padded or self.real_page_size_bytes
+
+    @property
+    def state_bytes(self) -> int:
+        return self.real_page_size_bytes * (1 + self.num_speculative_blocks)
+
+    def max_memory_usage_bytes(self, max_model_len: int, in_flight_tokens: int) -> int:
+        return self.page_size_bytes * (1 + self.num_speculative_blocks)
+
+    def held_tokens(self, tokens: int) -> int:
+        return 0
+
+    def held_blocks(self, tokens: int) -> int:
+        return (1 + self.num_speculative_blocks) if tokens else 0
+
+    def with_block_size(self, block_size: int) -> MambaSpec:
+        return replace(self, block_size=block_size)
+
+    def with_padding(self, page_size_padded: int) -> MambaSpec:
+        return replace(self, page_size_padded=page_size_padded)
+
+    @property
+    def type_key(self) -> tuple:
+        return (self.kind, self.num_speculative_blocks)
+
+
+CacheSpec = AttentionSpec | MambaSpec

@@ -1,0 +1,112 @@
+"""Rendering: results -> JSON text, Markdown text, or Rich tables. Returns, never prints.
+
+Every command builds two things: a JSON-able payload (the public contract) and a
+``Document`` for people (titled tables and notes). ``render`` turns either into text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+FORMATS = ("table", "json", "markdown")
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[Any]] = field(default_factory=list)
+    # 'r' for numbers, 'l' for text; defaults to 'l' for the first column, 'r' elsewhere
+    align: list[str] | None = None
+
+    def aligns(self) -> list[str]:
+        if self.align:
+            return self.align
+        return ["l"] + ["r"] * (len(self.columns) - 1)
+
+
+@dataclass
+class Document:
+    title: str
+    facts: list[tuple[str, str]] = field(default_factory=list)  # label -> value lines
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sections: list[Document] = field(default_factory=list)
+
+
+def to_json(payload: Any) -> str:
+    return json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+
+
+def _md_cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(doc: Document, level: int = 2) -> str:
+    out: list[str] = [f"{'#' * level} {doc.title}", ""]
+    for label, value in doc.facts:
+        out.append(f"- **{label}**: {value}")
+    if doc.facts:
+        out.append("")
+    for table in doc.tables:
+        if table.title:
+            out += [f"**{table.title}**", ""]
+        out.append("| " + " | ".join(_md_cell(c) for c in table.columns) + " |")
+        out.append("|" + "|".join("---:" if a == "r" else "---" for a in table.aligns()) + "|")
+        for row in table.rows:
+            out.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
+        out.append("")
+    for sub in doc.sections:
+        out.append(to_markdown(sub, level + 1))
+    if doc.notes:
+        out += ["Notes:", ""] + [f"- {n}" for n in doc.notes] + [""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def to_rich(doc: Document, width: int | None = None) -> str:
+    """Render with Rich (imported here only) into a string."""
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    console = Console(
+        record=True, markup=False, emoji=False, highlight=False, width=width or 120, file=_NullFile(), color_system=None
+    )
+
+    def emit(d: Document, depth: int) -> None:
+        console.print(d.title if depth == 0 else f"\n{d.title}", style="bold")
+        for label, value in d.facts:
+            console.print(f"  {label}: {value}")
+        for t in d.tables:
+            rt = RichTable(title=t.title or None, title_justify="left", show_lines=False)
+            for col, a in zip(t.columns, t.aligns()):
+                rt.add_column(str(col), justify="right" if a == "r" else "left", overflow="fold")
+            for row in t.rows:
+                rt.add_row(*(str(c) for c in row))
+            console.print(rt)
+        for sub in d.sections:
+            emit(sub, depth + 1)
+        if d.notes:
+            console.print("Notes:")
+            for n in d.notes:
+                console.print(f"  - {n}")
+
+    emit(doc, 0)
+    return console.export_text()
+
+
+class _NullFile:
+    def write(self, _s: str) -> int:
+        return 0
+
+    def flush(self) -> None:
+        pass
+
+
+def render(fmt: str, payload: Any, doc: Document | None) -> str:
+    if fmt == "json" or doc is None:
+        return to_json(payload)
+    if fmt == "markdown":
+        return to_markdown(doc)
+    return to_rich(doc)

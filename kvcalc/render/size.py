@@ -1,0 +1,220 @@
+"""`kvcalc size`: the JSON contract and the document people read."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kvcalc.core.footprint import Footprint
+from kvcalc.core.units import format_bytes
+from kvcalc.render import Document, Table
+from kvcalc.service import SizeResult
+
+
+def layer_groups(fp: Footprint) -> list[dict[str, Any]]:
+    """Identical layer modules counted together (whole model, TP=1)."""
+    from kvcalc.core.footprint import layer_spec
+
+    counts: Counter = Counter()
+    first: dict = {}
+    for layer in fp.model.layers:
+        key = (layer.kind, layer.num_kv_heads, layer.head_size, layer.head_size_v, layer.window, layer.state)
+        counts[key] += 1
+        first.setdefault(key, layer)
+    out = []
+    for key, n in counts.items():
+        layer = first[key]
+        spec = layer_spec(layer, 1, fp.cache)
+        out.append(
+            {
+                "kind": layer.kind,
+                "layers": n,
+                "kv_heads": layer.num_kv_heads if layer.kind != "mamba" else 0,
+                "head_size": layer.head_size,
+                "head_size_v": layer.head_size_v,
+                "window": layer.window or None,
+                "bytes_per_token_per_layer": spec.bytes_per_token,
+                "state_bytes_per_request_per_layer": spec.state_bytes,
+            }
+        )
+    return out
+
+
+def size_payload(r: SizeResult) -> dict[str, Any]:
+    fp = r.footprint
+    m = fp.model
+    payload: dict[str, Any] = {
+        "model": {
+            "name": m.name,
+            "source": m.source,
+            "model_type": m.model_type,
+            "num_layers": m.num_layers,
+            "num_attention_heads": m.num_attention_heads,
+            "num_kv_heads": m.num_kv_heads,
+            "head_dim": m.head_dim,
+            "attention": m.attention,
+            "dtype": m.dtype,
+            "max_model_len": m.max_model_len,
+            "vllm_supported": m.vllm_supported,
+            "layer_groups": layer_groups(fp),
+        },
+        "vllm_version": r.vllm_version,
+        "kv_dtype": fp.cache.kv_dtype.name,
+        "kv_bytes_per_element": fp.cache.kv_dtype.bytes,
+        "block_size": fp.cache.block_size,
+        "max_model_len": r.max_model_len,
+        "parallel": {
+            "tp": fp.plan.tp,
+            "pp": fp.plan.pp,
+            "dp": fp.plan.dp,
+            "world_size": fp.plan.world_size,
+            "pp_layers": [s.layers[1] - s.layers[0] for s in fp.stages],
+        },
+        "bytes_per_token": fp.bytes_per_token,
+        "state_bytes_per_request": fp.state_bytes_per_request,
+        "bytes_per_token_per_rank": fp.bytes_per_token_per_rank,
+        "requests": list(fp.traffic.requests),
+        "traffic": fp.traffic.description,
+        "tokens": fp.tokens,
+        "allocated_tokens": fp.allocated_tokens,
+        "empty_slots": fp.allocated_tokens - fp.tokens,
+        "effective_bytes": fp.logical.effective_bytes,
+        "block_rounded_bytes": fp.logical.block_rounded_bytes,
+        "empty_slot_bytes": fp.logical.empty_slot_bytes,
+        "effective_bytes_per_rank": fp.effective_bytes_per_rank,
+        "block_rounded_bytes_per_rank": fp.block_rounded_bytes_per_rank,
+        "per_replica": {
+            "gpus": fp.plan.ranks_per_replica,
+            "effective_bytes": fp.replica_total("effective_bytes"),
+            "block_rounded_bytes": fp.replica_total("block_rounded_bytes"),
+        },
+        "deployment": {
+            "gpus": fp.plan.world_size,
+            "replicas": fp.plan.dp,
+            "effective_bytes": fp.deployment_total("effective_bytes"),
+            "block_rounded_bytes": fp.deployment_total("block_rounded_bytes"),
+        },
+        "ranks": [
+            {
+                "global_rank": x.global_rank,
+                "local_rank": x.local_rank,
+                "node": x.node,
+                "dp_rank": x.dp_rank,
+                "pp_rank": x.pp_rank,
+                "tp_rank": x.tp_rank,
+                "layers": list(x.layers),
+                "kv_heads": x.kv_heads,
+                "kv_heads_replicated": x.replicated,
+                "bytes_per_token": x.bytes_per_token,
+                "state_bytes_per_request": x.state_bytes_per_request,
+                "effective_bytes": x.effective_bytes,
+                "block_rounded_bytes": x.block_rounded_bytes,
+            }
+            for x in fp.ranks
+        ],
+        "notes": list(r.notes),
+    }
+    if r.pool is not None:
+        payload["pool"] = r.pool.payload()
+    return payload
+
+
+def formula(fp: Footprint) -> str:
+    """The per-token formula with the model's numbers, when every layer is plain dense KV."""
+    m = fp.model
+    kinds = set(m.kinds)
+    e = fp.cache.kv_dtype.bytes
+    if kinds <= {"full", "sliding", "chunked"} and not fp.cache.kv_dtype.scale_bytes_per_head:
+        n = sum(1 for x in m.layers if x.kind in kinds)
+        return (
+            f"2 x {n} layers x {m.num_kv_heads} KV heads x {m.head_dim} head_dim x {e} B "
+            f"= {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token)} per token"
+        )
+    if kinds == {"mla"}:
+        per = fp.cache.kv_dtype.mla_token_bytes or m.head_dim * e
+        how = f"{per} B (packed {fp.cache.kv_dtype.name})" if fp.cache.kv_dtype.mla_token_bytes else f"{m.head_dim} x {e} B"
+        return (
+            f"{m.num_layers} layers x {how} latent (no x2, one copy on every TP rank) "
+            f"= {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token)} per token"
+        )
+    return f"sum over layer groups (below) = {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token)} per token"
+
+
+def _b(n: int, units: str) -> str:
+    return f"{n} B ({format_bytes(n, units)})" if n >= 1024 else f"{n} B"
+
+
+def size_document(r: SizeResult, units: str = "iec") -> Document:
+    fp = r.footprint
+    m = fp.model
+    p = fp.plan
+    doc = Document(f"KV cache of {m.name} — vLLM {r.vllm_version} rules")
+    doc.facts = [
+        ("model", f"{m.model_type}, {m.num_layers} layers, {m.attention}, {m.num_attention_heads} query heads, "
+                  f"{m.num_kv_heads} KV heads, head_dim {m.head_dim}, dtype {m.dtype}"),
+        ("source", m.source),
+        ("kv cache dtype", f"{fp.cache.kv_dtype.name} ({fp.cache.kv_dtype.bytes} B per element)"),
+        ("plan", f"TP {p.tp} x PP {p.pp} x DP {p.dp} = {p.world_size} GPUs; block size {fp.cache.block_size} tokens"),
+        ("per token", formula(fp) + " (whole model, one replica, no TP replication)"),
+    ]
+    if fp.state_bytes_per_request:
+        doc.facts.append(("state per request", f"{_b(fp.state_bytes_per_request, units)} (mamba / linear-attention layers)"))
+    doc.facts.append(("traffic", fp.traffic.description))
+    groups = layer_groups(fp)
+    if len(groups) > 1 or groups[0]["kind"] not in ("full", "mla"):
+        doc.tables.append(
+            Table(
+                "Layer groups (whole model, TP 1)",
+                ["kind", "layers", "KV heads", "head size", "window", "B/token/layer", "state B/request/layer"],
+                [
+                    [g["kind"], g["layers"], g["kv_heads"], g["head_size"], g["window"] or "-",
+                     g["bytes_per_token_per_layer"], g["state_bytes_per_request_per_layer"]]
+                    for g in groups
+                ],
+            )
+        )
+    slots = fp.allocated_tokens - fp.tokens
+    rows = [
+        ["tokens", fp.tokens, f"{fp.allocated_tokens} slots ({slots} empty in last blocks)", "", ""],
+        ["bytes per token", _b(fp.bytes_per_token, units), _b(fp.bytes_per_token_per_rank, units), "", ""],
+        ["effective KV", _b(fp.logical.effective_bytes, units), _b(fp.effective_bytes_per_rank, units),
+         _b(fp.replica_total("effective_bytes"), units), _b(fp.deployment_total("effective_bytes"), units)],
+        ["block-rounded KV", _b(fp.logical.block_rounded_bytes, units), _b(fp.block_rounded_bytes_per_rank, units),
+         _b(fp.replica_total("block_rounded_bytes"), units), _b(fp.deployment_total("block_rounded_bytes"), units)],
+        ["empty slots", _b(fp.logical.empty_slot_bytes, units), "", "", ""],
+    ]
+    doc.tables.append(
+        Table(
+            "Measures",
+            ["measure", "model (1 replica, no replication)", "per rank (largest)",
+             f"per replica ({p.ranks_per_replica} GPUs)", f"deployment ({p.world_size} GPUs)"],
+            rows,
+        )
+    )
+    if p.world_size > 1:
+        doc.tables.append(ranks_table(fp, units))
+    if r.pool is not None:
+        doc.sections.append(r.pool.document(units))
+    doc.notes = list(r.notes)
+    if any(x.replicated for x in fp.ranks) and not m.mla:
+        doc.notes.append(
+            f"TP {p.tp} > {m.num_kv_heads} KV heads: each rank holds a replicated head, so per-rank bytes do not shrink further"
+        )
+    return doc
+
+
+def ranks_table(fp: Footprint, units: str = "iec", limit: int = 64) -> Table:
+    t = Table(
+        "Ranks",
+        ["global", "local", "DP", "PP", "TP", "layers", "KV heads", "bytes/token", "effective", "block-rounded"],
+    )
+    for x in fp.ranks[:limit]:
+        heads = f"{x.kv_heads} (replicated)" if x.replicated else str(x.kv_heads)
+        t.rows.append(
+            [x.global_rank, x.local_rank, x.dp_rank, x.pp_rank, x.tp_rank, f"[{x.layers[0]}, {x.layers[1]})", heads,
+             _b(x.bytes_per_token, units), format_bytes(x.effective_bytes, units),
+             format_bytes(x.block_rounded_bytes, units)]
+        )
+    if len(fp.ranks) > limit:
+        t.rows.append(["...", "", "", "", "", "", "", "", "", f"{len(fp.ranks) - limit} more (see --format json)"])
+    return t

@@ -1,0 +1,248 @@
+"""From user settings (flag values, or the same keys in a gate file) to results.
+
+The CLI, ``compare``, ``gate`` and ``report`` all go through ``evaluate``: one place turns
+settings into a parallel plan, cache settings and traffic, and calls the core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
+from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
+from kvcalc.core.model import ModelSpec
+from kvcalc.core.plan import ParallelPlan, parse_partition
+from kvcalc.errors import KvcalcError, PlanError
+
+VLLM_VERSIONS = ("0.33", "0.20")
+DEFAULT_VLLM_VERSION = "0.33"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob, named as the command-line flag (without dashes, '-' -> '_')."""
+
+    # parallel plan
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    pp_layers: str | None = None
+    gpus_per_node: int = 8
+    # cache
+    kv_dtype: str = "auto"
+    dtype: str | None = None
+    block_size: int | None = None
+    max_model_len: int | None = None
+    encoder_tokens: int | None = None
+    vllm_version: str = DEFAULT_VLLM_VERSION
+    # traffic
+    tokens: int | None = None
+    requests: str | None = None
+    batch: int | None = None
+    prompt: int | None = None
+    gen: int | None = None
+    continuation: bool = False
+    # pool (see kvcalc.core.pool)
+    gpu: str | None = None
+    gpu_memory: str | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_memory: str | None = None
+    weights_bytes: str | None = None
+    activation_bytes: str | None = None
+    overhead_bytes: str | None = None
+    cudagraph_bytes: str | None = None
+    max_num_batched_tokens: int | None = None
+    num_gpu_blocks_override: int | None = None
+    max_concurrent_batches: int | None = None
+    disable_hybrid_kv_cache_manager: bool = False
+    attention_backend: str | None = None
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.name != "extra")
+
+    @property
+    def has_pool(self) -> bool:
+        return any(
+            v is not None for v in (self.gpu, self.gpu_memory, self.kv_cache_memory, self.num_gpu_blocks_override)
+        )
+
+
+def _nonneg(value: Any, flag: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise PlanError(f"{flag} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _positive(value: Any, flag: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PlanError(f"{flag} must be a positive integer, got {value!r}")
+    return value
+
+
+def parse_int_list(text: str, flag: str) -> tuple[int, ...]:
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        try:
+            value = int(part)
+        except ValueError:
+            raise PlanError(f"{flag} must be comma-separated integers like 17,32, got {text!r}") from None
+        if value < 0:
+            raise PlanError(f"{flag} entries must be non-negative, got {value}")
+        out.append(value)
+    return tuple(out)
+
+
+def max_model_len(model: ModelSpec, s: Settings) -> int:
+    if s.max_model_len is None:
+        return model.max_model_len
+    n = _positive(s.max_model_len, "--max-model-len")
+    if n > model.max_model_len and model.vllm_supported:
+        raise PlanError(
+            f"--max-model-len {n} is larger than {model.name}'s maximum length {model.max_model_len} "
+            "(derived from its config, as vLLM does); give at most that"
+        )
+    return n
+
+
+def traffic(model: ModelSpec, s: Settings) -> Traffic:
+    """The requests measured, from --tokens / --requests / --batch / --prompt --gen."""
+    given = [n for n, v in (("--tokens", s.tokens), ("--requests", s.requests), ("--prompt", s.prompt)) if v is not None]
+    if len(given) > 1:
+        raise PlanError(f"give one of --tokens, --requests, --prompt/--gen, not {' and '.join(given)}")
+    if s.gen is not None and s.prompt is None:
+        raise PlanError("--gen needs --prompt (the cache holds prompt + gen - 1 positions)")
+    batch = 1 if s.batch is None else _positive(s.batch, "--batch")
+    if s.requests is not None:
+        if s.batch is not None:
+            raise PlanError("--batch repeats one length; with --requests list every request instead")
+        reqs = parse_int_list(s.requests, "--requests")
+        return Traffic(reqs, f"{len(reqs)} requests of {', '.join(map(str, reqs))} tokens")
+    if s.prompt is not None:
+        p = _nonneg(s.prompt, "--prompt")
+        g = _nonneg(s.gen if s.gen is not None else 1, "--gen")
+        if s.continuation:
+            t, why = p + g, f"prompt {p} + gen {g} = {p + g} positions (kept for a continuation)"
+        else:
+            t = p + max(g - 1, 0)
+            why = f"prompt {p} + gen {g} - 1 = {t} positions (the last token is never fed back)"
+        return Traffic((t,) * batch, f"{batch} x ({why})" if batch > 1 else why)
+    if s.tokens is not None:
+        t = _nonneg(s.tokens, "--tokens")
+        return Traffic((t,) * batch, f"{batch} requests of {t} tokens" if batch > 1 else f"1 request of {t} tokens")
+    t = max_model_len(model, s)
+    return Traffic((t,) * batch, f"{batch} request(s) of max_model_len {t} tokens (no --tokens given)")
+
+
+def plan(s: Settings) -> ParallelPlan:
+    partition = parse_partition(s.pp_layers) if s.pp_layers else None
+    return ParallelPlan(
+        tp=_positive(s.tp, "--tp"),
+        pp=_positive(s.pp, "--pp"),
+        dp=_positive(s.dp, "--dp"),
+        pp_layers=partition,
+        gpus_per_node=_positive(s.gpus_per_node, "--gpus-per-node"),
+    )
+
+
+def model_dtype(model: ModelSpec, s: Settings) -> str:
+    if s.dtype is None or s.dtype == "auto":
+        return model.dtype
+    dt = normalize_model_dtype(s.dtype)
+    if dt is None:
+        raise PlanError(f"--dtype {s.dtype!r} is not known; valid: auto, {', '.join(MODEL_DTYPES)}")
+    return dt
+
+
+def check_version(s: Settings) -> str:
+    v = str(s.vllm_version).strip()
+    v = {"0.33.0": "0.33", "0.20.0": "0.20", "0.20.2": "0.20", "v0.33": "0.33", "v0.20": "0.20"}.get(v, v)
+    if v not in VLLM_VERSIONS:
+        raise PlanError(f"--vllm-version {s.vllm_version!r} has no rules in kvcalc; valid: {', '.join(VLLM_VERSIONS)}")
+    return v
+
+
+def cache_settings(model: ModelSpec, s: Settings, *, block_size: int) -> CacheSettings:
+    mdt = model_dtype(model, s)
+    kv = resolve_kv_dtype(s.kv_dtype, model, mdt)
+    version = check_version(s)
+    if version == "0.20" and kv.name == "int8_per_token_head":
+        pass  # accepted by 0.20.2 too
+    return CacheSettings(
+        kv_dtype=kv,
+        block_size=block_size,
+        mamba_dtype_bytes=MODEL_DTYPES[mdt],
+        mamba_ssm_dtype_bytes=MODEL_DTYPES[mdt],
+    )
+
+
+def default_block_size(model: ModelSpec, s: Settings) -> int:
+    """16 (vLLM's default) unless --block-size or an MLA backend that needs another."""
+    if s.block_size is not None:
+        return _positive(s.block_size, "--block-size")
+    if s.attention_backend:
+        from kvcalc.core.engine import backend_block_size
+
+        return backend_block_size(s.attention_backend, model)
+    return 16
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    model: ModelSpec
+    settings: Settings
+    footprint: Footprint
+    max_model_len: int
+    vllm_version: str
+    pool: Any = None  # kvcalc.core.pool.PoolReport when a GPU, memory or pool is given
+    notes: tuple[str, ...] = ()
+    checkpoint: dict | None = None
+
+
+def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:
+    from dataclasses import replace as _replace
+
+    if s.encoder_tokens is not None:
+        from kvcalc.sources.config import with_encoder_tokens
+
+        if not model.encoder_decoder:
+            raise PlanError(f"--encoder-tokens applies to encoder-decoder models; {model.name} is decoder-only")
+        model = with_encoder_tokens(model, _positive(s.encoder_tokens, "--encoder-tokens"))
+    version = check_version(s)
+    mml = max_model_len(model, s)
+    bs = default_block_size(model, s)
+    cache = cache_settings(model, s, block_size=bs)
+    p = plan(s)
+    fp = footprint(model, p, cache, traffic(model, s))
+    notes = list(model.notes)
+    pool = None
+    if s.has_pool:
+        if not model.vllm_supported:
+            notes.append(f"vLLM does not serve {model.model_type}: no pool figures")
+        else:
+            from kvcalc.core.pool import pool_report
+            from kvcalc.sources.budget import budget_inputs
+
+            inputs = budget_inputs(model, s, p, cache, mml, version, checkpoint)
+            pool = pool_report(model, p, cache, inputs)
+            notes.extend(pool.notes)
+    result = SizeResult(model, s, fp, mml, version, pool, tuple(notes), checkpoint)
+    return _replace(result)
+
+
+def settings_from_mapping(data: dict, *, where: str = "") -> Settings:
+    """Settings from a gate-file mapping (same names as the flags, '-' or '_')."""
+    known = {n: n for n in Settings.names()}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        k = str(key).replace("-", "_")
+        if k not in known:
+            raise KvcalcError(f"{where}unknown key {key!r}")
+        values[k] = value
+    return Settings(**values)

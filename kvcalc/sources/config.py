@@ -1,0 +1,399 @@
+"""config.json -> ModelSpec. Every Hugging Face config quirk is handled here, and only here.
+
+The rules follow vLLM 0.33 (``transformers_utils/model_arch_config_convertor.py``,
+``config/model.py``, the model files) plus the defaults transformers fills in when a
+config lacks a field (vLLM reads configs through transformers; kvcalc reads raw JSON).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kvcalc.core.dtypes import normalize_model_dtype
+from kvcalc.core.model import LayerArch, ModelSpec, StateArch
+from kvcalc.errors import ConfigError
+
+# vLLM ModelArchConfigConvertor.is_deepseek_mla (model types that cache one latent)
+MLA_MODEL_TYPES = frozenset(
+    {
+        "deepseek_v2",
+        "deepseek_v3",
+        "deepseek_v32",
+        "deepseek_mtp",
+        "kimi_k2",
+        "kimi_linear",
+        "glm_moe_dsa",
+        "glm4_moe_lite",
+        "longcat_flash",
+        "pangu_ultra_moe",
+    }
+)
+# vLLM: the first of these that exists gives total_num_kv_heads
+KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
+FALCON_TYPES = ("falcon", "RefinedWeb", "RefinedWebModel")
+# vLLM derived max length: the minimum over the keys present
+MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+ROPE_TYPES_NOT_SCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+QWEN_SWA_TYPES = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_5_vl_text", "qwen3_vl_text")
+# models whose KV caches kvcalc models; anything else with a standard decoder layout is
+# accepted too (the plain formula), with a note that its type was not reviewed
+REVIEWED_TYPES = frozenset(
+    {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "qwen3_next",
+        "phi3",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "cohere2",
+        "starcoder2",
+        "gpt_oss",
+        "glm4_moe",
+        "falcon",
+        "llama4",
+        "llama4_text",
+        "jamba",
+        "whisper",
+        "t5",
+        *MLA_MODEL_TYPES,
+    }
+)
+
+
+def _field(cfg: dict, key: str, where: str) -> Any:
+    if key not in cfg or cfg[key] is None:
+        raise ConfigError(f"config{where} lacks '{key}', needed to size the KV cache")
+    return cfg[key]
+
+
+def _int(cfg: dict, key: str, where: str, *, minimum: int = 1) -> int:
+    value = _field(cfg, key, where)
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+            value = int(value)
+        else:
+            raise ConfigError(f"config{where} field '{key}' must be an integer, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"config{where} field '{key}' must be >= {minimum}, got {value}")
+    return value
+
+
+def _opt_int(cfg: dict, key: str, where: str, *, minimum: int = 1) -> int | None:
+    if cfg.get(key) is None:
+        return None
+    return _int(cfg, key, where, minimum=minimum)
+
+
+def text_config(cfg: dict) -> tuple[dict, str]:
+    """transformers' get_text_config(): the decoder's config of a multimodal/wrapper model."""
+    for key in ("text_config", "decoder", "generator", "llm_config", "language_config"):
+        sub = cfg.get(key)
+        if isinstance(sub, dict) and ("num_attention_heads" in sub or "num_hidden_layers" in sub):
+            return sub, f".{key}"
+    return cfg, ""
+
+
+def _dtype(text: dict, cfg: dict, notes: list[str]) -> str:
+    raw = text.get("torch_dtype") or text.get("dtype") or cfg.get("torch_dtype") or cfg.get("dtype")
+    if raw is None:
+        notes.append("config names no dtype: vLLM takes float32 and serves it as bfloat16")
+        return "bfloat16"
+    dt = normalize_model_dtype(str(raw))
+    if dt is None:
+        raise ConfigError(f"config field 'torch_dtype' is {raw!r}; kvcalc knows float32, float16, bfloat16")
+    if dt == "float32":
+        notes.append("config dtype float32: vLLM serves it as bfloat16 on Ampere and later (--dtype overrides)")
+        return "bfloat16"
+    return dt
+
+
+def derived_max_len(cfg: dict, text: dict) -> int | None:
+    values = []
+    for key in MAX_LEN_KEYS:
+        v = text.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+            values.append(v)
+    if not values:
+        return None
+    length = min(values)
+    rope = text.get("rope_scaling") or text.get("rope_parameters")
+    model_type = str(text.get("model_type") or cfg.get("model_type") or "")
+    if isinstance(rope, dict) and "gemma3" not in model_type:
+        rope_type = rope.get("rope_type") or rope.get("type") or "default"
+        factor = rope.get("factor")
+        if rope_type not in ROPE_TYPES_NOT_SCALED and isinstance(factor, (int, float)) and math.isfinite(factor):
+            length *= factor
+    return int(length)
+
+
+def total_kv_heads(text: dict, where: str, model_type: str) -> int:
+    heads = _int(text, "num_attention_heads", where)
+    new_arch_falcon = model_type in FALCON_TYPES and bool(text.get("new_decoder_architecture"))
+    if not new_arch_falcon and text.get("multi_query"):
+        return 1
+    for key in KV_HEAD_KEYS:
+        if text.get(key) is not None:
+            return _int(text, key, where)
+    return heads
+
+
+def head_size(text: dict, where: str, heads: int) -> int:
+    hd = text.get("head_dim")
+    if isinstance(hd, int) and not isinstance(hd, bool) and hd > 0:
+        return hd
+    if text.get("hidden_size_per_head"):
+        return _int(text, "hidden_size_per_head", where)
+    hidden = _int(text, "hidden_size", where)
+    if hidden % heads:
+        raise ConfigError(
+            f"config{where} has no 'head_dim' and hidden_size {hidden} is not divisible by {heads} attention heads"
+        )
+    return hidden // heads
+
+
+def _layer_kinds(text: dict, where: str, model_type: str, n: int, notes: list[str]) -> list[tuple[str, int]]:
+    """(kind, window) for each decoder layer's self-attention (or state) module."""
+    sw = text.get("sliding_window")
+    if isinstance(sw, bool) or not isinstance(sw, int) or sw <= 0:
+        sw = None
+    if model_type in QWEN_SWA_TYPES and not text.get("use_sliding_window"):
+        sw = None  # transformers drops sliding_window unless use_sliding_window
+    chunk = text.get("attention_chunk_size")
+
+    layer_types = text.get("layer_types")
+    if layer_types is None:
+        layer_types = _default_layer_types(text, where, model_type, n, sw)
+        if layer_types is not None:
+            notes.append("layer_types absent: filled in as transformers does for " + model_type)
+    if layer_types is not None:
+        if not isinstance(layer_types, list) or len(layer_types) != n:
+            raise ConfigError(f"config{where} field 'layer_types' must list one type per layer ({n})")
+        out = []
+        for i, t in enumerate(layer_types):
+            if t in ("full_attention", "attention", "global_attention", "indexed_attention"):
+                out.append(("full", 0))
+            elif t in ("sliding_attention", "local_attention"):
+                if sw is None:
+                    if model_type in QWEN_SWA_TYPES:
+                        out.append(("full", 0))
+                        continue
+                    raise ConfigError(f"config{where} layer {i} is sliding_attention but 'sliding_window' is not set")
+                out.append(("sliding", sw))
+            elif t in ("chunked_attention",):
+                if not chunk:
+                    raise ConfigError(f"config{where} layer {i} is chunked_attention but 'attention_chunk_size' is not set")
+                out.append(("chunked", _int(text, "attention_chunk_size", where)))
+            elif t in ("linear_attention", "mamba"):
+                out.append(("mamba", 0))
+            else:
+                raise ConfigError(
+                    f"config{where} layer_types[{i}] is {t!r}; kvcalc knows full_attention, sliding_attention, "
+                    "chunked_attention, linear_attention"
+                )
+        return out
+    if sw is not None:
+        # vLLM: with no layer_types, CacheConfig.sliding_window applies to every layer
+        return [("sliding", sw)] * n
+    return [("full", 0)] * n
+
+
+def _default_layer_types(text: dict, where: str, model_type: str, n: int, sw: int | None) -> list[str] | None:
+    if model_type == "gemma2":
+        return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
+    if model_type in ("gemma3", "gemma3_text", "cohere2"):
+        pattern = text.get("sliding_window_pattern") or (6 if "gemma3" in model_type else 4)
+        return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
+    if model_type == "gpt_oss":
+        return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+    if model_type in ("llama4", "llama4_text") and text.get("attention_chunk_size"):
+        nope = text.get("no_rope_layers")
+        if not nope:
+            interval = text.get("no_rope_layer_interval") or 4
+            nope = [int((i + 1) % interval != 0) for i in range(n)]
+        return ["chunked_attention" if nope[i] else "full_attention" for i in range(n)]
+    if model_type == "qwen3_next":
+        interval = _int(text, "full_attention_interval", where)
+        return ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
+    if model_type == "jamba":
+        period = _int(text, "attn_layer_period", where)
+        offset = _int(text, "attn_layer_offset", where, minimum=0)
+        return ["full_attention" if i % period == offset else "mamba" for i in range(n)]
+    if model_type in QWEN_SWA_TYPES and sw is not None:
+        mwl = text.get("max_window_layers", n)
+        return ["sliding_attention" if i >= mwl else "full_attention" for i in range(n)]
+    return None
+
+
+def _state_arch(text: dict, where: str, model_type: str) -> tuple[tuple[StateArch, ...], tuple[tuple[str, int], ...]]:
+    if model_type == "qwen3_next" or "linear_num_value_heads" in text:
+        k_heads = _int(text, "linear_num_key_heads", where)
+        v_heads = _int(text, "linear_num_value_heads", where)
+        k_dim = _int(text, "linear_key_head_dim", where)
+        v_dim = _int(text, "linear_value_head_dim", where)
+        kernel = _int(text, "linear_conv_kernel_dim", where)
+        conv_dim = 2 * k_dim * k_heads + v_dim * v_heads
+        state = (
+            StateArch((conv_dim, kernel - 1), 0, "conv"),  # vLLM gated_delta_net_state_shape
+            StateArch((v_heads, v_dim, k_dim), 0, "ssm"),
+        )
+        return state, (("linear-attention key heads", k_heads), ("linear-attention value heads", v_heads))
+    if model_type == "jamba":
+        hidden = _int(text, "hidden_size", where)
+        inner = _int(text, "mamba_expand", where) * hidden
+        state = (
+            StateArch((inner, _int(text, "mamba_d_conv", where) - 1), 0, "conv"),  # vLLM mamba1_state_shape
+            StateArch((inner, _int(text, "mamba_d_state", where)), 0, "ssm"),
+        )
+        return state, (("mamba inner channels", inner),)
+    raise ConfigError(
+        f"model_type {model_type!r} has state-space layers kvcalc does not model yet; "
+        "it needs the state shapes (conv kernel, state size, heads) of vLLM's MambaStateShapeCalculator"
+    )
+
+
+def _encoder_decoder(cfg: dict, name: str, source: str, model_type: str, notes: list[str]) -> ModelSpec:
+    if model_type == "whisper":
+        n = _int(cfg, "decoder_layers", "")
+        heads = _int(cfg, "decoder_attention_heads", "")
+        d_model = _int(cfg, "d_model", "")
+        if d_model % heads:
+            raise ConfigError(f"config d_model {d_model} is not divisible by decoder_attention_heads {heads}")
+        hd = d_model // heads
+        enc = _int(cfg, "max_source_positions", "")
+        max_len = _int(cfg, "max_target_positions", "")
+        supported = True
+        notes.append(f"cross-attention holds the encoder's {enc} positions per request (max_source_positions)")
+    elif model_type == "t5":
+        n = _int(cfg, "num_decoder_layers", "") if cfg.get("num_decoder_layers") else _int(cfg, "num_layers", "")
+        heads = _int(cfg, "num_heads", "")
+        hd = _int(cfg, "d_kv", "")
+        enc = 512
+        max_len = 512
+        supported = False
+        notes.append("vLLM (V1) does not serve T5: the pool figures are not available; bytes follow the plain formula")
+        notes.append("T5 has no fixed encoder length: cross-attention assumes 512 encoder positions (--encoder-tokens)")
+    else:
+        raise ConfigError(f"encoder-decoder model_type {model_type!r} is not modelled; kvcalc knows whisper and t5")
+    layers = []
+    for i in range(n):
+        layers.append(LayerArch(i, "full", heads, hd, hd))
+        layers.append(LayerArch(i, "cross", heads, hd, hd, window=enc))
+    return ModelSpec(
+        name=name,
+        source=source,
+        model_type=model_type,
+        num_layers=n,
+        num_attention_heads=heads,
+        num_kv_heads=heads,
+        head_dim=hd,
+        head_dim_v=hd,
+        dtype=_dtype(cfg, cfg, notes),
+        layers=tuple(layers),
+        max_model_len=max_len,
+        vllm_supported=supported,
+        encoder_decoder=True,
+        notes=tuple(notes),
+        arch=dict(cfg),
+    )
+
+
+def with_encoder_tokens(model: ModelSpec, tokens: int) -> ModelSpec:
+    """The same model with cross-attention sized for ``tokens`` encoder positions."""
+    from dataclasses import replace
+
+    layers = tuple(replace(layer, window=tokens) if layer.kind == "cross" else layer for layer in model.layers)
+    return replace(model, layers=layers)
+
+
+def spec_from_config(cfg: Any, *, name: str, source: str) -> ModelSpec:
+    """Build the canonical model spec from a parsed config.json."""
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"config must be a JSON object, got {type(cfg).__name__}")
+    notes: list[str] = []
+    model_type = str(cfg.get("model_type") or "")
+    if model_type in ("whisper", "t5") or (cfg.get("is_encoder_decoder") and model_type):
+        return _encoder_decoder(cfg, name, source, model_type, notes)
+
+    text, where = text_config(cfg)
+    text_type = str(text.get("model_type") or model_type)
+    if not text_type:
+        raise ConfigError("config lacks 'model_type', needed to apply the model family's cache rules")
+    if text_type not in REVIEWED_TYPES:
+        notes.append(f"model_type {text_type!r} was not reviewed by kvcalc: the plain decoder rules are applied")
+
+    n = _int(text, "num_hidden_layers", where)
+    heads = _int(text, "num_attention_heads", where)
+    kv_heads = total_kv_heads(text, where, text_type)
+    mla = text_type in MLA_MODEL_TYPES and text.get("kv_lora_rank") is not None
+    if mla:
+        hd = _int(text, "kv_lora_rank", where) + _int(text, "qk_rope_head_dim", where)
+        hd_v = 0
+        kv_heads_model = 1
+        notes.append(f"MLA: one latent of kv_lora_rank + qk_rope_head_dim = {hd} elements per token per layer")
+        if text.get("num_nextn_predict_layers"):
+            notes.append(
+                f"{text['num_nextn_predict_layers']} MTP layer(s) add their own cache only with speculative decoding"
+            )
+    else:
+        hd = head_size(text, where, heads)
+        hd_v = hd
+        kv_heads_model = kv_heads
+        if text_type in FALCON_TYPES and text.get("multi_query") and text.get("num_kv_heads") not in (None, 1):
+            notes.append(
+                f"multi_query true: one KV head (vLLM), not the num_kv_heads {text['num_kv_heads']} transformers saved"
+            )
+
+    kinds = _layer_kinds(text, where, text_type, n, notes)
+    state, divisors = ((), ())
+    if any(k == "mamba" for k, _ in kinds):
+        state, divisors = _state_arch(text, where, text_type)
+    layers = []
+    for i, (kind, window) in enumerate(kinds):
+        if kind == "mamba":
+            layers.append(LayerArch(i, "mamba", state=state))
+        elif mla:
+            layers.append(LayerArch(i, "mla", 1, hd, 0))
+        else:
+            layers.append(LayerArch(i, kind, kv_heads, hd, hd_v, window=window))
+
+    max_len = derived_max_len(cfg, text)
+    if max_len is None:
+        notes.append("config names no maximum length: vLLM assumes 2048")
+        max_len = 2048
+    if text_type == "phi3" and any(k == "sliding" for k, _ in kinds):
+        notes.append("sliding_window applies to every layer (no layer_types), as vLLM reads this config")
+    return ModelSpec(
+        name=name,
+        source=source,
+        model_type=text_type,
+        num_layers=n,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads_model,
+        head_dim=hd,
+        head_dim_v=hd_v,
+        dtype=_dtype(text, cfg, notes),
+        layers=tuple(layers),
+        max_model_len=max_len,
+        mla=mla,
+        notes=tuple(notes),
+        arch=dict(text) if where else dict(cfg),
+        tp_divisors=divisors,
+    )

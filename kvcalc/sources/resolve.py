@@ -1,0 +1,69 @@
+"""MODEL argument -> canonical model spec: a bundled or user preset, a local config.json
+(or a folder holding one), or a Hugging Face Hub repo id."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvcalc.core.model import ModelSpec
+from kvcalc.errors import ConfigError
+from kvcalc.sources import presets
+from kvcalc.sources.config import spec_from_config
+from kvcalc.sources.files import read_json_file
+
+HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    spec: ModelSpec
+    config: dict
+    kind: str  # preset | file | hub
+    source: str
+    # exact checkpoint facts when known (Hub safetensors metadata): parameter count and
+    # bytes per dtype; None when weights must be estimated from the config
+    checkpoint: dict | None = None
+    record: dict = field(default_factory=dict)
+
+
+def looks_like_path(text: str) -> bool:
+    return text.endswith(".json") or text.startswith((".", "/", "~")) or "\\" in text or Path(text).exists()
+
+
+def resolve(model: str, *, revision: str | None = None) -> Resolved:
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError("MODEL is empty; give a preset name (kvcalc presets), a config.json path or a Hub repo id")
+    text = model.strip()
+    if revision is None:
+        hit = presets.find(text)
+        if hit is not None:
+            record = hit.load()
+            where = "user preset" if hit.user else "preset"
+            source = f"{where} {hit.name}: {record.get('source', '')}".rstrip(": ")
+            spec = spec_from_config(record["config"], name=hit.name, source=source)
+            return Resolved(spec, record["config"], "preset", source, record.get("checkpoint"), record)
+    if looks_like_path(text):
+        path = Path(text).expanduser()
+        if path.is_dir():
+            inner = path / "config.json"
+            if not inner.is_file():
+                raise ConfigError(f"folder {text!r} holds no config.json")
+            path = inner
+        elif not path.exists():
+            raise ConfigError(f"no file {text!r}, and it is not a preset name (see: kvcalc presets)")
+        cfg = read_json_file(path)
+        if not isinstance(cfg, dict):
+            raise ConfigError(f"config file {str(path)!r} must hold a JSON object")
+        source = f"file {path}"
+        name = cfg.get("_name_or_path") if isinstance(cfg.get("_name_or_path"), str) else None
+        spec = spec_from_config(cfg, name=name or path.parent.name or path.name, source=source)
+        return Resolved(spec, cfg, "file", source)
+    if HUB_ID_RE.match(text):
+        from kvcalc.sources import hub  # lazy: huggingface_hub only on this path
+
+        return hub.resolve_hub(text, revision=revision)
+    raise ConfigError(
+        f"MODEL {text!r} is not a preset (kvcalc presets), an existing config.json path, or a Hub repo id like org/name"
+    )
