@@ -171,9 +171,7 @@ def check_version(s: Settings) -> str:
 def cache_settings(model: ModelSpec, s: Settings, *, block_size: int) -> CacheSettings:
     mdt = model_dtype(model, s)
     kv = resolve_kv_dtype(s.kv_dtype, model, mdt)
-    version = check_version(s)
-    if version == "0.20" and kv.name == "int8_per_token_head":
-        pass  # accepted by 0.20.2 too
+    check_version(s)
     return CacheSettings(
         kv_dtype=kv,
         block_size=block_size,
@@ -206,8 +204,6 @@ class SizeResult:
 
 
 def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:
-    from dataclasses import replace as _replace
-
     if s.encoder_tokens is not None:
         from kvcalc.sources.config import with_encoder_tokens
 
@@ -219,8 +215,15 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
     bs = default_block_size(model, s)
     cache = cache_settings(model, s, block_size=bs)
     p = plan(s)
-    fp = footprint(model, p, cache, traffic(model, s))
     notes = list(model.notes)
+    if any(layer.kind == "mamba" for layer in model.layers):
+        from kvcalc.core.footprint import check_tp
+        from kvcalc.core.pool import engine_cache
+
+        check_tp(model, p.tp)
+        cache, _, cache_notes = engine_cache(model, p, cache)
+        notes.extend(cache_notes)
+    fp = footprint(model, p, cache, traffic(model, s))
     pool = None
     if s.has_pool:
         if not model.vllm_supported:
@@ -231,9 +234,8 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
 
             inputs = budget_inputs(model, s, p, cache, mml, version, checkpoint)
             pool = pool_report(model, p, cache, inputs)
-            notes.extend(pool.notes)
-    result = SizeResult(model, s, fp, mml, version, pool, tuple(notes), checkpoint)
-    return _replace(result)
+            notes.extend(n for n in pool.notes if n not in notes)
+    return SizeResult(model, s, fp, mml, version, pool, tuple(notes), checkpoint)
 
 
 def settings_from_mapping(data: dict, *, where: str = "") -> Settings:

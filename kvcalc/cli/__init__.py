@@ -20,6 +20,10 @@ COMMANDS: dict[str, str] = {
     "size": "kvcalc.cli.size",
     "ranks": "kvcalc.cli.size",
     "presets": "kvcalc.cli.presets",
+    "lifecycle": "kvcalc.cli.lifecycle",
+    "report": "kvcalc.cli.report",
+    "compare": "kvcalc.cli.compare",
+    "recompute": "kvcalc.cli.recompute",
 }
 
 

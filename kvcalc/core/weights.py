@@ -1,0 +1,126 @@
+"""Weights per rank, ESTIMATED from the config's architecture numbers (an estimate, never
+a measurement: exact checkpoint bytes replace it when known, ``--weights-bytes`` too).
+
+Counts the linear layers of attention (MHA/GQA/MLA), MLP (dense, gated or not; MoE with
+shared experts; dense-first layers), mamba/GDN mixers, embeddings and the LM head
+(vocab-parallel: embedding on the first PP stage, LM head on the last, tied or not).
+TP divides every linear layer and the vocabulary; replicated KV heads are not divided.
+Quantized checkpoints: fp8 linear layers 1 B/param; mxfp4 experts 4.25 bits/param.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcalc.core.dtypes import MODEL_DTYPES
+from kvcalc.core.model import ModelSpec
+from kvcalc.core.plan import ParallelPlan, pp_ranges
+
+
+@dataclass(frozen=True)
+class WeightEstimate:
+    parameters: int  # whole model
+    bytes_per_stage: tuple[int, ...]  # per GPU of each PP stage
+    method: str
+
+
+def _get(a: dict, *keys: str, default: int = 0) -> int:
+    for k in keys:
+        v = a.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
+            return int(v)
+    return default
+
+
+def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, int, int]:
+    """(attention-or-mixer params, dense-MLP params, expert params) of decoder layer i."""
+    h = _get(a, "hidden_size", "d_model", "n_embd")
+    heads = model.num_attention_heads
+    attn = 0
+    if kind == "mamba":
+        if "linear_num_value_heads" in a:
+            kh, vh = _get(a, "linear_num_key_heads"), _get(a, "linear_num_value_heads")
+            kd, vd = _get(a, "linear_key_head_dim"), _get(a, "linear_value_head_dim")
+            conv = (2 * kh * kd + vh * vd) * _get(a, "linear_conv_kernel_dim", default=4)
+            attn = h * (2 * kh * kd + 2 * vh * vd) + h * 2 * vh + conv + vh * vd * h
+        else:
+            inner = _get(a, "mamba_expand", default=2) * h
+            state, rank = _get(a, "mamba_d_state", default=16), _get(a, "mamba_dt_rank", default=max(1, h // 16))
+            attn = h * 2 * inner + inner * _get(a, "mamba_d_conv", default=4) + inner * (rank + 2 * state)
+            attn += rank * inner + inner * state + inner + inner * h
+    elif model.mla:
+        q_lora = _get(a, "q_lora_rank")
+        nope, rope, v = _get(a, "qk_nope_head_dim"), _get(a, "qk_rope_head_dim"), _get(a, "v_head_dim")
+        kv_lora = _get(a, "kv_lora_rank")
+        q = (h * q_lora + q_lora * heads * (nope + rope)) if q_lora else h * heads * (nope + rope)
+        attn = q + h * (kv_lora + rope) + kv_lora * heads * (nope + v) + heads * v * h
+    else:
+        d = model.head_dim
+        attn = h * heads * d + 2 * h * model.num_kv_heads * d + heads * d * h
+    inter = _get(a, "intermediate_size", "ffn_dim", "d_ff", "n_inner", default=4 * h)
+    gated = not (str(a.get("hidden_act") or a.get("activation_function") or "").startswith("gelu") and model.model_type in ("starcoder2", "whisper"))
+    mlp_mult = 3 if gated else 2
+    experts = _get(a, "n_routed_experts", "num_experts", "num_local_experts")
+    moe_layer = experts > 0
+    if moe_layer:
+        first_dense = _get(a, "first_k_dense_replace")
+        step = _get(a, "decoder_sparse_step", "interleave_moe_layer_step", default=1) or 1
+        mlp_only = a.get("mlp_only_layers") or []
+        if i < first_dense or i in mlp_only or (i + 1) % step:
+            moe_layer = False
+        if model.model_type == "jamba":
+            moe_layer = i % _get(a, "expert_layer_period", default=2) == _get(a, "expert_layer_offset", default=1)
+    if not moe_layer:
+        return attn, mlp_mult * h * inter, 0
+    moe_inter = _get(a, "moe_intermediate_size", default=inter)
+    shared = _get(a, "n_shared_experts", "num_shared_experts")
+    shared_inter = _get(a, "shared_expert_intermediate_size", default=shared * moe_inter)
+    dense = mlp_mult * h * shared_inter + h * experts
+    return attn, dense, experts * mlp_mult * h * moe_inter
+
+
+def estimate_weights(model: ModelSpec, plan: ParallelPlan) -> WeightEstimate:
+    a = model.arch
+    h = _get(a, "hidden_size", "d_model", "n_embd")
+    vocab = _get(a, "vocab_size")
+    dt = MODEL_DTYPES[model.dtype]
+    quant = a.get("quantization_config") or {}
+    method = str(quant.get("quant_method") or "").lower() if isinstance(quant, dict) else ""
+    linear_b = 1.0 if method in ("fp8", "compressed-tensors", "fbgemm_fp8") else float(dt)
+    expert_b = 4.25 / 8 if method == "mxfp4" else linear_b
+    tied = bool(a.get("tie_word_embeddings", False))
+    tp = plan.tp
+    kv_replicated = (not model.mla) and model.num_kv_heads and tp > model.num_kv_heads
+    kinds = {}
+    for layer in model.layers:
+        kinds.setdefault(layer.layer, "mamba" if layer.kind == "mamba" else layer.kind)
+    total = 0.0
+    per_layer_bytes = []
+    for i in range(model.num_layers):
+        attn, dense, exp = _layer_params(model, a, i, kinds.get(i, "full"))
+        total += attn + dense + exp + 2 * h
+        rank_attn = attn / tp
+        if kv_replicated and kinds.get(i) != "mamba":
+            kv = 2 * h * model.num_kv_heads * model.head_dim
+            rank_attn = (attn - kv) / tp + 2 * h * model.head_dim
+        per_layer_bytes.append(rank_attn * linear_b + dense / tp * linear_b + exp / tp * expert_b + 2 * h * dt)
+    embed = vocab * h
+    total += embed + (0 if tied else embed)
+    if model.encoder_decoder:
+        total *= 2  # the encoder: about as large as the decoder (estimate)
+        per_layer_bytes = [2 * b for b in per_layer_bytes]
+    ranges = pp_ranges(model.num_layers, plan.pp, plan.pp_layers)
+    out = []
+    for s, (start, end) in enumerate(ranges):
+        b = sum(per_layer_bytes[start:end])
+        if s == 0:
+            b += embed / tp * dt
+        if s == len(ranges) - 1:
+            b += embed / tp * dt + h * dt  # LM head (tied: the same size, held again on a different stage or shared)
+            if tied and len(ranges) == 1:
+                b -= embed / tp * dt
+        out.append(int(b))
+    how = "estimate from the config: attention + MLP/MoE + embeddings"
+    if method:
+        how += f", {method} quantized"
+    return WeightEstimate(int(total), tuple(out), how)

@@ -1,0 +1,163 @@
+"""The memory budget per GPU: every term with its source (a flag, the GPU catalog, the
+checkpoint's metadata, or an estimate from the config), turned into the KV memory each
+PP stage's workers have (vLLM ``gpu_worker.determine_available_memory``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kvcalc.core.engine import default_max_num_batched_tokens, max_concurrent_batches
+from kvcalc.core.footprint import CacheSettings
+from kvcalc.core.gpus import find_gpu
+from kvcalc.core.model import ModelSpec
+from kvcalc.core.plan import ParallelPlan
+from kvcalc.core.pool import BudgetTerm, PoolInputs
+from kvcalc.core.units import format_bytes, parse_size
+from kvcalc.core.weights import estimate_weights
+from kvcalc.errors import PlanError
+
+MIB = 1 << 20
+DEFAULT_UTILIZATION = 0.92
+
+
+def _size(value: Any, flag: str) -> int | None:
+    return None if value is None else parse_size(value, flag)
+
+
+def budget_inputs(
+    model: ModelSpec,
+    s: Any,  # kvcalc.service.Settings
+    plan: ParallelPlan,
+    cache: CacheSettings,
+    max_model_len: int,
+    version: str,
+    checkpoint: dict | None,
+) -> PoolInputs:
+    notes: list[str] = []
+    gpu_name = None
+    total = None
+    total_source = ""
+    if s.gpu is not None:
+        gpu = find_gpu(s.gpu)
+        gpu_name, total, total_source = gpu.name, gpu.memory_bytes, f"catalog {gpu.name}: {gpu.source}"
+    if s.gpu_memory is not None:
+        total = parse_size(s.gpu_memory, "--gpu-memory")
+        total_source = "--gpu-memory"
+        if total <= 0:
+            raise PlanError("--gpu-memory must be larger than 0")
+    util = DEFAULT_UTILIZATION if s.gpu_memory_utilization is None else s.gpu_memory_utilization
+    if isinstance(util, bool) or not isinstance(util, (int, float)) or not (0 < util <= 1) or util != util:
+        raise PlanError(f"--gpu-memory-utilization must be in (0, 1], got {util!r}")
+    util = float(util)
+
+    if s.max_num_batched_tokens is not None:
+        if s.max_num_batched_tokens < 1:
+            raise PlanError(f"--max-num-batched-tokens must be a positive integer, got {s.max_num_batched_tokens}")
+        mnbt, mnbt_src = s.max_num_batched_tokens, "--max-num-batched-tokens"
+    else:
+        mnbt, mnbt_src = default_max_num_batched_tokens(total, gpu_name, version)
+    mcb, mcb_src = max_concurrent_batches(plan.pp, version, s.max_concurrent_batches)
+    override = s.num_gpu_blocks_override
+    if override is not None and (isinstance(override, bool) or not isinstance(override, int) or override < 1):
+        raise PlanError(f"--num-gpu-blocks-override must be a positive integer, got {override!r}")
+
+    common = dict(
+        vllm_version=version,
+        max_model_len=max_model_len,
+        max_num_batched_tokens=mnbt,
+        max_num_batched_tokens_source=mnbt_src,
+        max_concurrent_batches=mcb,
+        max_concurrent_batches_source=mcb_src,
+        gpu_name=gpu_name,
+        gpu_memory_bytes=total,
+        num_gpu_blocks_override=override,
+        disable_hybrid=bool(s.disable_hybrid_kv_cache_manager),
+    )
+    kv_mem = _size(s.kv_cache_memory, "--kv-cache-memory")
+    if kv_mem is not None:
+        if kv_mem <= 0:
+            raise PlanError("--kv-cache-memory must be larger than 0")
+        terms = tuple((BudgetTerm("KV cache memory per GPU", kv_mem, "--kv-cache-memory (budget bypassed)"),) for _ in range(plan.pp))
+        notes.append("--kv-cache-memory set: gpu_memory_utilization and the profiled terms are ignored, as vLLM does")
+        return PoolInputs(
+            available_per_stage=(kv_mem,) * plan.pp, terms=terms, kv_cache_memory_given=True, notes=tuple(notes), **common
+        )
+    if total is None:
+        if override is not None:
+            terms = tuple((BudgetTerm("KV cache memory per GPU", 0, "--num-gpu-blocks-override decides"),) for _ in range(plan.pp))
+            return PoolInputs(available_per_stage=(0,) * plan.pp, terms=terms, notes=tuple(notes), **common)
+        raise PlanError("the pool needs --gpu, --gpu-memory or --kv-cache-memory")
+
+    requested = math.ceil(total * util)  # vLLM request_memory: ceil(total x utilization)
+    est = estimate_weights(model, plan)
+    weights_flag = _size(s.weights_bytes, "--weights-bytes")
+    if weights_flag is not None or (checkpoint and checkpoint.get("bytes")):
+        whole = weights_flag if weights_flag is not None else int(checkpoint["bytes"])
+        src = "--weights-bytes" if weights_flag is not None else f"checkpoint metadata ({checkpoint.get('source', 'safetensors')})"
+        est_total = sum(est.bytes_per_stage) * plan.tp or 1
+        weights = tuple(round(whole * b / est_total) for b in est.bytes_per_stage)
+        if plan.world_size // plan.dp > 1:
+            src += ", split across ranks in the estimate's proportions"
+    else:
+        weights = est.bytes_per_stage
+        src = f"{est.method}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
+    act = _size(s.activation_bytes, "--activation-bytes")
+    act_src = "--activation-bytes"
+    if act is None:
+        a = model.arch
+        h = int(a.get("hidden_size") or a.get("d_model") or 0)
+        inter = int(a.get("intermediate_size") or a.get("moe_intermediate_size") or 4 * h)
+        vocab = int(a.get("vocab_size") or 0)
+        dt = cache.mamba_dtype_bytes
+        act = mnbt * (4 * h + 2 * inter // plan.tp) * dt + 256 * vocab // plan.tp * 4
+        act_src = (
+            "estimate: max_num_batched_tokens x (4 x hidden + 2 x intermediate / TP) x dtype + 256 sequences of fp32 "
+            "logits (vLLM profiles the real peak; pass --activation-bytes from its log)"
+        )
+    over = _size(s.overhead_bytes, "--overhead-bytes")
+    over_src = "--overhead-bytes"
+    if over is None:
+        over = 512 * MIB + (256 * MIB if plan.tp * plan.pp > 1 else 0)
+        over_src = "estimate: CUDA context 512 MiB (+256 MiB NCCL buffers when TP x PP > 1); pass --overhead-bytes"
+    graph = _size(s.cudagraph_bytes, "--cudagraph-bytes")
+    graph_src = "--cudagraph-bytes"
+    if graph is None:
+        graph = 512 * MIB
+        graph_src = "estimate: CUDA graphs 512 MiB (vLLM subtracts its profiled figure by default; 0 with --enforce-eager)"
+    if version == "0.20":
+        notes.append("vLLM 0.20 profiled weights + torch peak + non-torch memory; 0.33 measures the free-memory delta: the same terms here")
+
+    available, terms = [], []
+    for stage, w in enumerate(weights):
+        if w > requested:
+            raise PlanError(
+                f"weights on one GPU of PP stage {stage} ({format_bytes(w)}, {src.split(':')[0]}) exceed the memory vLLM may "
+                f"use ({format_bytes(requested)} = {util} x {format_bytes(total)}); use more GPUs (--tp/--pp), a larger GPU "
+                "or a higher --gpu-memory-utilization"
+            )
+        kv = requested - w - act - over - graph
+        available.append(kv)
+        terms.append(
+            (
+                BudgetTerm("GPU memory", total, total_source),
+                BudgetTerm(f"requested = ceil(total x {util})", requested, "--gpu-memory-utilization" if s.gpu_memory_utilization is not None else "vLLM default 0.92"),
+                BudgetTerm(f"- weights on this GPU (stage {stage})", w, src),
+                BudgetTerm("- activation peak", act, act_src),
+                BudgetTerm("- non-torch memory", over, over_src),
+                BudgetTerm("- CUDA graphs", graph, graph_src),
+                BudgetTerm("= KV cache memory per GPU", kv, "derived"),
+            )
+        )
+    return PoolInputs(
+        available_per_stage=tuple(available),
+        terms=tuple(terms),
+        gpu_memory_utilization=util,
+        requested_bytes=requested,
+        weights_bytes_per_stage=tuple(weights),
+        activation_bytes=act,
+        overhead_bytes=over,
+        cudagraph_bytes=graph,
+        notes=tuple(notes),
+        **common,
+    )
