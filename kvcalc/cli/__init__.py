@@ -20,10 +20,12 @@ COMMANDS: dict[str, str] = {
     "size": "kvcalc.cli.size",
     "ranks": "kvcalc.cli.size",
     "presets": "kvcalc.cli.presets",
+    "fit": "kvcalc.cli.fit",
     "lifecycle": "kvcalc.cli.lifecycle",
     "report": "kvcalc.cli.report",
     "compare": "kvcalc.cli.compare",
     "recompute": "kvcalc.cli.recompute",
+    "gate": "kvcalc.cli.gate",
 }
 
 

@@ -1,0 +1,114 @@
+"""`kvcalc fit`: search deployments (TP x PP x kv dtype, DP replicas as needed) that serve a
+target concurrency at a max_model_len on a given GPU, and say why the others fail."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvcalc.core.model import ModelSpec
+from kvcalc.errors import KvcalcError
+from kvcalc.service import Settings, evaluate
+
+
+@dataclass(frozen=True)
+class Candidate:
+    tp: int
+    pp: int
+    kv_dtype: str
+    ok: bool
+    reason: str
+    dp: int = 0
+    gpus: int = 0
+    concurrency_per_replica: float = 0.0
+    pool_tokens: int = 0
+    num_blocks: int = 0
+    kv_cache_memory_bytes: int = 0
+
+    def payload(self, target: float) -> dict:
+        total = self.concurrency_per_replica * self.dp
+        return {
+            "tp": self.tp,
+            "pp": self.pp,
+            "dp": self.dp,
+            "gpus": self.gpus,
+            "kv_dtype": self.kv_dtype,
+            "ok": self.ok,
+            "reason": self.reason,
+            "max_concurrency_per_replica": self.concurrency_per_replica,
+            "max_concurrency": total,
+            # spare concurrency over the target: 0.25 = 25 % more than asked
+            "headroom": (total / target - 1.0) if self.ok and target else None,
+            "pool_tokens_per_replica": self.pool_tokens,
+            "num_blocks": self.num_blocks,
+            "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
+        }
+
+
+def powers_of_two(limit: int) -> list[int]:
+    out, n = [], 1
+    while n <= limit:
+        out.append(n)
+        n *= 2
+    return out
+
+
+def search(
+    model: ModelSpec,
+    base: Settings,
+    *,
+    concurrency: float,
+    max_gpus: int,
+    kv_dtypes: list[str],
+    allow_dp: bool = True,
+    checkpoint: dict | None = None,
+) -> list[Candidate]:
+    if not (concurrency > 0) or math.isinf(concurrency):
+        raise KvcalcError(f"--concurrency must be a positive number, got {concurrency!r}")
+    if max_gpus < 1:
+        raise KvcalcError(f"--max-gpus must be a positive integer, got {max_gpus}")
+    if not base.has_pool:
+        raise KvcalcError("kvcalc fit needs --gpu, --gpu-memory or --kv-cache-memory")
+    out: list[Candidate] = []
+    for kv in kv_dtypes:
+        for tp in powers_of_two(max_gpus):
+            for pp in powers_of_two(max_gpus // tp):
+                s = base.with_(tp=tp, pp=pp, kv_dtype=kv, tokens=0)
+                try:
+                    r = evaluate(model, s, checkpoint=checkpoint)
+                except KvcalcError as exc:
+                    out.append(Candidate(tp, pp, kv, False, exc.message))
+                    continue
+                pool = r.pool
+                if pool is None:
+                    out.append(Candidate(tp, pp, kv, False, "no pool figures for this model"))
+                    continue
+                common = dict(
+                    concurrency_per_replica=pool.max_concurrency,
+                    pool_tokens=pool.pool_tokens,
+                    num_blocks=pool.num_blocks,
+                    kv_cache_memory_bytes=min(pool.inputs.available_per_stage),
+                )
+                if not pool.fits:
+                    out.append(Candidate(tp, pp, kv, False, "pool too small: " + (pool.error or ""), **common))
+                    continue
+                dp = max(1, math.ceil(concurrency / pool.max_concurrency)) if pool.max_concurrency > 0 else 0
+                gpus = tp * pp * dp
+                if dp > 1 and not allow_dp:
+                    out.append(Candidate(tp, pp, kv, False, f"pool too small: {pool.max_concurrency:.2f}x < {concurrency}x", 1, tp * pp, **common))
+                elif dp == 0 or gpus > max_gpus:
+                    out.append(
+                        Candidate(
+                            tp, pp, kv, False,
+                            f"pool too small: {pool.max_concurrency:.2f}x per replica needs {dp} replicas = {gpus} GPUs > --max-gpus {max_gpus}",
+                            dp, gpus, **common,
+                        )
+                    )
+                else:
+                    why = f"{pool.max_concurrency:.2f}x per replica" + (f" x {dp} replicas" if dp > 1 else "")
+                    out.append(Candidate(tp, pp, kv, True, why, dp, gpus, **common))
+    ok = sorted(
+        (c for c in out if c.ok),
+        key=lambda c: (c.gpus, -(c.concurrency_per_replica * c.dp)),
+    )
+    return ok + [c for c in out if not c.ok]

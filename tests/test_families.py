@@ -1,0 +1,115 @@
+"""One test per attention family on a real preset, each number derived by hand here."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvcalc.sources.resolve import resolve
+
+
+def test_mla_latent_not_split_by_tp(run_json):
+    # DeepSeek-V3: 61 layers, kv_lora_rank 512 + qk_rope_head_dim 64 = 576 elements, BF16, no x2
+    d = run_json("size", "deepseek-v3", "--tokens", "1000", "--tp", "8")
+    assert d["model"]["attention"] == "MLA"
+    assert d["bytes_per_token"] == 61 * (512 + 64) * 2 == 70272
+    # every TP rank holds the whole latent (vLLM: get_num_kv_heads -> 1, max_tp_shards 1)
+    assert d["bytes_per_token_per_rank"] == 70272
+    assert d["effective_bytes_per_rank"] == 1000 * 70272
+    fp8 = run_json("size", "deepseek-v3", "--tokens", "1", "--kv-dtype", "fp8_ds_mla")
+    assert fp8["bytes_per_token"] == 61 * 656  # 512 fp8 + 4 x 4 B scales + 64 x 2 B rope
+
+
+def test_mla_fp8_ds_mla_refused_for_gqa(run):
+    code, _, err = run("size", "qwen3-0.6b", "--kv-dtype", "fp8_ds_mla")
+    assert code == 2 and "only for MLA" in err
+
+
+def test_sliding_window_caps_at_the_window(run_json):
+    # Mistral-7B-v0.1: 32 layers, all sliding, window 4096; 8 KV heads x 128 x 2 x 2 B = 4096 B per layer-token
+    d = run_json("size", "mistral-7b-v0.1", "--tokens", "10001", "--block-size", "16")
+    per_layer = 2 * 8 * 128 * 2
+    assert d["bytes_per_token"] == 32 * per_layer  # one more token while all layers hold it
+    assert d["effective_bytes"] == 32 * 4096 * per_layer  # the last 4096 positions only
+    # window = positions 5905..10000: blocks 369 (5904..5919) .. 625 -> 626 - 369 = 257 blocks
+    assert d["block_rounded_bytes"] == 32 * (626 - 369) * 16 * per_layer
+
+
+def test_interleaved_local_global(run_json):
+    # Gemma-3-1B: 26 layers, sliding_window_pattern 6 -> layers 5, 11, 17, 23 full (4), 22 sliding (512)
+    # 1 KV head (MQA) x head_dim 256 x 2 (K,V) x 2 B = 1024 B per layer-token
+    d = run_json("size", "gemma-3-1b", "--tokens", "1000")
+    groups = {g["kind"]: g for g in d["model"]["layer_groups"]}
+    assert groups["full"]["layers"] == 4 and groups["sliding"]["layers"] == 22
+    assert groups["sliding"]["window"] == 512
+    assert d["bytes_per_token"] == 26 * 1024
+    assert d["effective_bytes"] == 22 * 512 * 1024 + 4 * 1000 * 1024
+
+
+def test_gpt_oss_alternates(run_json):
+    # gpt-oss-20b: 24 layer_types alternating sliding (128) / full; 8 KV heads x 64 x 2 x 2 B = 2048 B
+    d = run_json("size", "gpt-oss-20b", "--tokens", "4096")
+    groups = {g["kind"]: g for g in d["model"]["layer_groups"]}
+    assert groups["full"]["layers"] == 12 and groups["sliding"]["layers"] == 12
+    assert d["effective_bytes"] == 12 * 4096 * 2048 + 12 * 128 * 2048
+
+
+def test_hybrid_state_is_per_request(run_json):
+    # Qwen3-Next: full_attention_interval 4 -> 12 full layers (2 KV heads x 256), 36 GDN layers
+    d = run_json("size", "qwen3-next", "--tokens", "1000")
+    assert d["bytes_per_token"] == 12 * 2 * 2 * 256 * 2
+    # GDN state: conv (2*128*16 + 128*32) x (4-1) x 2 B + temporal 32 x 128 x 128 x 2 B
+    state = (2 * 128 * 16 + 128 * 32) * 3 * 2 + 32 * 128 * 128 * 2
+    assert state == 1097728
+    assert d["state_bytes_per_request"] == 36 * state
+    two = run_json("size", "qwen3-next", "--tokens", "2000")
+    assert two["effective_bytes"] - d["effective_bytes"] == 1000 * 12 * 2048  # the state does not grow
+
+
+def test_mqa_falcon_multi_query(run_json):
+    # falcon-7b: multi_query true -> 1 KV head (the saved num_kv_heads 71 is a trap); 4544 / 71 = 64
+    d = run_json("size", "falcon-7b", "--tokens", "1")
+    assert d["model"]["num_kv_heads"] == 1 and d["model"]["head_dim"] == 64
+    assert d["bytes_per_token"] == 2 * 32 * 1 * 64 * 2  # float16
+
+
+def test_mha_phi3(run_json):
+    d = run_json("size", "phi-3-mini", "--tokens", "1")
+    assert d["model"]["attention"].startswith("MHA")
+    assert d["bytes_per_token"] == 2 * 32 * 32 * 96 * 2  # 3072 / 32 = 96
+
+
+def test_encoder_decoder_cross_attention(run_json):
+    # Whisper large-v3: 32 decoder layers, 20 heads x 64, fp16: self 5120 B per layer-token;
+    # cross-attention holds the encoder's 1500 positions per request in every decoder layer
+    d = run_json("size", "whisper-large-v3", "--tokens", "100", "--block-size", "16")
+    per_layer = 2 * 20 * 64 * 2
+    assert d["bytes_per_token"] == 32 * per_layer
+    assert d["effective_bytes"] == 32 * 100 * per_layer + 32 * 1500 * per_layer
+    # block-rounded: cdiv(100,16)=7 blocks self, cdiv(1500,16)=94 blocks cross
+    assert d["block_rounded_bytes"] == 32 * 7 * 16 * per_layer + 32 * 94 * 16 * per_layer
+
+
+def test_t5_not_served_by_vllm(run_json):
+    d = run_json("size", "t5-v1_1-base", "--tokens", "10", "--kv-cache-memory", "1GiB")
+    assert d["model"]["vllm_supported"] is False
+    assert "pool" not in d and any("does not serve" in n for n in d["notes"])
+
+
+def test_chunked_local_llama4(run_json):
+    # Llama-4-Scout: chunk 8192 on RoPE layers, every 4th layer (NoPE) full: 36 chunked + 12 full
+    d = run_json("size", "llama-4-scout", "--tokens", "10000")
+    groups = {g["kind"]: g for g in d["model"]["layer_groups"]}
+    assert groups["chunked"]["layers"] == 36 and groups["full"]["layers"] == 12
+    per_layer = 2 * 8 * 128 * 2
+    # position 9999 is in chunk [8192, 16384): 10000 - 8192 = 1808 positions held by chunked layers
+    assert d["effective_bytes"] == 36 * 1808 * per_layer + 12 * 10000 * per_layer
+
+
+@pytest.mark.parametrize(
+    "name,heads,kv,hd",
+    [("qwen3-8b", 32, 8, 128), ("llama-3.1-8b", 32, 8, 128), ("gemma-2-9b", 16, 8, 256), ("smollm2-135m", 9, 3, 64)],
+)
+def test_head_dim_rules(name, heads, kv, hd):
+    # explicit head_dim wins (Qwen3, Gemma); else hidden_size / heads (Llama 4096/32, SmolLM2 576/9)
+    spec = resolve(name).spec
+    assert (spec.num_attention_heads, spec.num_kv_heads, spec.head_dim) == (heads, kv, hd)
