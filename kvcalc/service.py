@@ -6,20 +6,21 @@ settings into a parallel plan, cache settings and traffic, and calls the core.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from typing import Any
 
 from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
+from kvcalc.core.record import record
 from kvcalc.errors import KvcalcError, PlanError
 
 VLLM_VERSIONS = ("0.33", "0.20")
 DEFAULT_VLLM_VERSION = "0.33"
 
 
-@dataclass(frozen=True)
+@record
 class Settings:
     """Every knob, named as the command-line flag (without dashes, '-' -> '_')."""
 
@@ -191,7 +192,7 @@ def default_block_size(model: ModelSpec, s: Settings) -> int:
     return 16
 
 
-@dataclass(frozen=True)
+@record
 class SizeResult:
     model: ModelSpec
     settings: Settings

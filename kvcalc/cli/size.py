@@ -1,6 +1,4 @@
-"""`kvcalc size` and `kvcalc ranks`."""
-
-from __future__ import annotations
+"""`kvcalc size`."""
 
 import typer
 
@@ -9,14 +7,11 @@ from kvcalc.cli import options as o
 
 def register(app: typer.Typer) -> None:
     app.command("size")(size)
-    app.command("ranks")(ranks)
-
 
 def settings_from_flags(**flags):  # noqa: ANN001, ANN201 - the flag names are the Settings names
     from kvcalc.service import Settings
 
     return Settings(**{k: v for k, v in flags.items() if k in Settings.names()})
-
 
 def size(
     model: o.Model,
@@ -66,46 +61,3 @@ def size(
     resolved = resolve(model, revision=revision)
     result = evaluate(resolved.spec, settings, checkpoint=resolved.checkpoint)
     o.emit(render(fmt, size_payload(result), None if fmt == "json" else size_document(result, u)))
-
-
-def ranks(
-    model: o.Model,
-    tp: o.Tp = 1,
-    pp: o.Pp = 1,
-    dp: o.Dp = 1,
-    pp_layers: o.PpLayers = None,
-    gpus_per_node: o.GpusPerNode = 8,
-    kv_dtype: o.KvDtype = "auto",
-    dtype: o.Dtype = None,
-    block_size: o.BlockSize = None,
-    tokens: o.Tokens = None,
-    revision: o.Revision = None,
-    format: o.Format = "table",
-    units: o.Units = "iec",
-) -> None:
-    """Every rank: global, local, DP, PP and TP rank, its layers, its KV heads and bytes per token."""
-    from kvcalc.render import Document, render
-    from kvcalc.render.size import ranks_table, size_payload
-    from kvcalc.service import evaluate
-    from kvcalc.sources.resolve import resolve
-
-    fmt = o.check_format(format)
-    u = o.check_units(units)
-    settings = settings_from_flags(**locals())
-    if tokens is None:
-        settings = settings.with_(tokens=0)
-    resolved = resolve(model, revision=revision)
-    result = evaluate(resolved.spec, settings)
-    payload = size_payload(result)
-    fp = result.footprint
-    out = {k: payload[k] for k in ("model", "kv_dtype", "block_size", "parallel", "bytes_per_token", "bytes_per_token_per_rank", "ranks")}
-    doc = Document(
-        f"Ranks of {fp.model.name}: TP {fp.plan.tp} x PP {fp.plan.pp} x DP {fp.plan.dp} "
-        f"({fp.plan.world_size} GPUs, {fp.plan.gpus_per_node} per node)"
-    )
-    doc.tables.append(ranks_table(fp, u, limit=10_000))
-    doc.notes = [
-        "global rank = (dp_rank x PP + pp_rank) x TP + tp_rank (vLLM's DP x PP x TP layout); local rank = global mod GPUs per node",
-        "DP replicas hold separate pools: no request's KV is split across replicas",
-    ]
-    o.emit(render(fmt, out, doc))

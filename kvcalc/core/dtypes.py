@@ -7,10 +7,10 @@ accept the name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from kvcalc.core.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KVDtype:
     name: str
     bytes: int  # storage bytes per element

@@ -6,11 +6,10 @@ Every number comes from the per-layer specs of ``kvcalc.core.specs``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.core.dtypes import KV_DTYPES, MODEL_DTYPES, KVDtype
 from kvcalc.core.model import LayerArch, ModelSpec
 from kvcalc.core.plan import ParallelPlan, kv_heads_per_rank, pp_ranges, rank_ids
+from kvcalc.core.record import record
 from kvcalc.core.specs import (
     AttentionSpec,
     CacheSpec,
@@ -25,7 +24,7 @@ from kvcalc.core.specs import (
 from kvcalc.errors import PlanError
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CacheSettings:
     """Engine-side choices that shape every page."""
 
@@ -120,7 +119,7 @@ def check_tp(model: ModelSpec, tp: int) -> tuple[int, bool]:
     return kv_heads_per_rank(model.num_kv_heads, tp)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StageSpecs:
     """What every TP rank of one PP stage holds."""
 
@@ -151,7 +150,7 @@ def stage_specs(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings) -> l
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Traffic:
     """Cached positions of each request at the moment measured."""
 
@@ -168,7 +167,7 @@ class Traffic:
         return sum(self.requests)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Measures:
     """The seed's three request-side measures for a set of cache specs."""
 
@@ -196,7 +195,7 @@ def measure(specs: tuple[tuple[LayerArch, CacheSpec], ...], traffic: Traffic) ->
     return Measures(eff, rounded, rounded - eff, state)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RankFootprint:
     global_rank: int
     local_rank: int
@@ -213,7 +212,7 @@ class RankFootprint:
     block_rounded_bytes: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Footprint:
     """Everything ``kvcalc size`` reports before the pool."""
 

@@ -6,10 +6,12 @@ only this.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from kvcalc.core.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StateArch:
     """One recurrent-state tensor of a mamba / linear-attention layer, at TP=1."""
 
@@ -18,7 +20,7 @@ class StateArch:
     role: str  # "conv" (stored in the mamba cache dtype) or "ssm" (mamba ssm dtype)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LayerArch:
     """One cache-holding module (self-attention, cross-attention or state) of a layer."""
 
@@ -34,7 +36,7 @@ class LayerArch:
 ATTENTION_KINDS = frozenset({"full", "sliding", "chunked", "mla", "cross"})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ModelSpec:
     name: str
     source: str

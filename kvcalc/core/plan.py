@@ -4,12 +4,11 @@ holds, and how global / local / DP / PP / TP ranks relate (vLLM's layout DP x PP
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvcalc.core.record import record
 from kvcalc.errors import PlanError
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParallelPlan:
     tp: int = 1
     pp: int = 1
@@ -93,7 +92,7 @@ def kv_heads_per_rank(total_kv_heads: int, tp: int, *, what: str = "KV heads") -
     return 1, True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RankId:
     global_rank: int
     local_rank: int

@@ -15,7 +15,9 @@ Integers in bytes everywhere. No I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from kvcalc.core.record import record
 
 
 def cdiv(a: int, b: int) -> int:
@@ -23,7 +25,7 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AttentionSpec:
     """Dense K/V attention over every cached token (vLLM ``FullAttentionSpec``)."""
 
@@ -83,7 +85,7 @@ class AttentionSpec:
         return (self.kind, self.block_size)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MLASpec(AttentionSpec):
     """Multi-head latent attention: one compressed latent per token per layer
     (``kv_lora_rank + qk_rope_head_dim`` elements, no separate V, no x2), the same
@@ -92,7 +94,7 @@ class MLASpec(AttentionSpec):
     kind = "mla"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SlidingWindowSpec(AttentionSpec):
     """Sliding-window attention (vLLM ``SlidingWindowSpec``)."""
 
@@ -125,7 +127,7 @@ class SlidingWindowSpec(AttentionSpec):
         return (self.kind, self.block_size, self.window)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ChunkedLocalSpec(AttentionSpec):
     """Chunked local attention, e.g. Llama 4 (vLLM ``ChunkedLocalAttentionSpec``)."""
 
@@ -151,7 +153,7 @@ class ChunkedLocalSpec(AttentionSpec):
         return (self.kind, self.block_size, self.chunk)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CrossAttentionSpec(AttentionSpec):
     """Cross-attention of an encoder-decoder model: K/V of the encoder output, a fixed
     number of positions per request whatever the decoder length (vLLM
@@ -175,7 +177,7 @@ class CrossAttentionSpec(AttentionSpec):
         return (self.kind, self.block_size, self.encoder_tokens)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StateTensor:
     """One recurrent-state tensor of a mamba / linear-attention layer on one rank."""
 
@@ -190,7 +192,7 @@ class StateTensor:
         return n
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MambaSpec:
     """Per-request recurrent state (Mamba, GDN, linear attention): a fixed number of
     bytes per request, whatever its length (vLLM ``MambaSpec``, ``mamba_cache_mode``

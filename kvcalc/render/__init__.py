@@ -7,19 +7,22 @@ Every command builds two things: a JSON-able payload (the public contract) and a
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 FORMATS = ("table", "json", "markdown")
 
 
-@dataclass
 class Table:
-    title: str
-    columns: list[str]
-    rows: list[list[Any]] = field(default_factory=list)
-    # 'r' for numbers, 'l' for text; defaults to 'l' for the first column, 'r' elsewhere
-    align: list[str] | None = None
+    """A titled table; ``align`` is 'r' for numbers, 'l' for text (default: first column 'l')."""
+
+    __slots__ = ("title", "columns", "rows", "align")
+
+    def __init__(self, title: str, columns: list[str], rows: list[list[Any]] | None = None,
+                 align: list[str] | None = None) -> None:
+        self.title = title
+        self.columns = columns
+        self.rows = rows if rows is not None else []
+        self.align = align
 
     def aligns(self) -> list[str]:
         if self.align:
@@ -27,13 +30,18 @@ class Table:
         return ["l"] + ["r"] * (len(self.columns) - 1)
 
 
-@dataclass
 class Document:
-    title: str
-    facts: list[tuple[str, str]] = field(default_factory=list)  # label -> value lines
-    tables: list[Table] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    sections: list[Document] = field(default_factory=list)
+    """What people read: a title, facts (label, value), tables, notes and sub-sections."""
+
+    __slots__ = ("title", "facts", "tables", "notes", "sections")
+
+    def __init__(self, title: str, facts: list[tuple[str, str]] | None = None, tables: list[Table] | None = None,
+                 notes: list[str] | None = None, sections: list[Document] | None = None) -> None:
+        self.title = title
+        self.facts = facts if facts is not None else []
+        self.tables = tables if tables is not None else []
+        self.notes = notes if notes is not None else []
+        self.sections = sections if sections is not None else []
 
 
 def to_json(payload: Any) -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
+from kvcalc.core.record import record
 from kvcalc.errors import ConfigError
 
 _HERE = Path(__file__).resolve().parent.parent  # .../kvcalc
@@ -34,7 +34,7 @@ def user_dir() -> Path:
     return Path(base) / "kvcalc" / "presets"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Preset:
     name: str
     hub_id: str

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from kvcalc.core.model import ModelSpec
+from kvcalc.core.record import record
 from kvcalc.errors import ConfigError
 from kvcalc.sources import presets
 from kvcalc.sources.config import spec_from_config
@@ -16,7 +17,7 @@ from kvcalc.sources.files import read_json_file
 HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 
 
-@dataclass(frozen=True)
+@record
 class Resolved:
     spec: ModelSpec
     config: dict
