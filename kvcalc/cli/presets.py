@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Optional
+
 import typer
 
 from kvcalc.cli import options as o
@@ -11,6 +13,7 @@ def register(app: typer.Typer) -> None:
     sub = typer.Typer(help="Bundled model presets (real config.json files with their source).", no_args_is_help=False)
     sub.callback(invoke_without_command=True)(list_presets)
     sub.command("show")(show)
+    sub.command("import")(import_preset)
     app.add_typer(sub, name="presets")
 
 
@@ -81,3 +84,57 @@ def show(name: str, format: o.Format = "json") -> None:
         o.emit(render("json", record, None))
     else:
         o.emit(render(fmt, record, doc))
+
+
+def import_preset(
+    repo_id: str,
+    name: Annotated[Optional[str], typer.Option("--name", help="Preset name (default: the repo name, lower-cased)")] = None,
+    revision: o.Revision = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a user preset of the same name")] = False,
+    format: o.Format = "table",
+) -> None:
+    """Save a Hub model's config (and its safetensors checkpoint facts) as a user preset."""
+    import datetime
+
+    from kvcalc.errors import ConfigError
+    from kvcalc.render import Document, render
+    from kvcalc.sources import presets
+    from kvcalc.sources.resolve import HUB_ID_RE
+
+    fmt = o.check_format(format)
+    text = repo_id.strip()
+    if not HUB_ID_RE.match(text):
+        raise ConfigError(f"REPO_ID {repo_id!r} is not a Hub repo id like org/name")
+    key = (name or text.split("/", 1)[1]).strip().lower()
+    if key in presets.all_presets(include_user=False):
+        raise ConfigError(f"preset name {key!r} is a bundled preset; pick another with --name")
+    existing = presets.find(key)
+    if existing is not None and existing.user and existing.name == key and not force:
+        raise ConfigError(f"user preset {key!r} exists ({existing.path}); pass --force to replace it")
+
+    from kvcalc.sources.hub import resolve_hub
+
+    resolved = resolve_hub(text, revision=revision)
+    day = datetime.datetime.now(datetime.UTC).date().isoformat()
+    commit = resolved.record.get("commit", "")
+    how = "read from the Hub cache" if resolved.record.get("from_cache") else "downloaded"
+    record = {
+        "name": key,
+        "hub_id": text,
+        "aliases": [],
+        "source": f"Hub {text}@{resolved.record.get('revision')} (commit {commit}), "
+        f"{resolved.record.get('config_file')}, {how} {day}",
+        "config": resolved.config,
+    }
+    if resolved.checkpoint is not None:
+        record["checkpoint"] = resolved.checkpoint
+    path = presets.save_user_preset(key, record)
+    payload = {"name": key, "path": str(path), "hub_id": text, "source": record["source"],
+               "checkpoint": resolved.checkpoint, "notes": list(resolved.spec.notes)}
+    doc = Document(f"saved user preset {key}")
+    doc.facts = [("file", str(path)), ("source", record["source"])]
+    if resolved.checkpoint is not None:
+        ck = resolved.checkpoint
+        doc.facts.append(("checkpoint", f"{ck['parameters']} parameters, {ck['bytes']} B ({ck['source']})"))
+    doc.notes = list(resolved.spec.notes) + [f"use it offline: kvcalc size {key}"]
+    o.emit(render(fmt, payload, doc))

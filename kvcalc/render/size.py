@@ -114,6 +114,8 @@ def size_payload(r: SizeResult) -> dict[str, Any]:
         ],
         "notes": list(r.notes),
     }
+    if r.checkpoint is not None:
+        payload["checkpoint"] = r.checkpoint
     if r.pool is not None:
         payload["pool"] = r.pool.payload()
     return payload
@@ -153,6 +155,12 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
         ("model", f"{m.model_type}, {m.num_layers} layers, {m.attention}, {m.num_attention_heads} query heads, "
                   f"{m.num_kv_heads} KV heads, head_dim {m.head_dim}, dtype {m.dtype}"),
         ("source", m.source),
+    ]
+    if r.checkpoint is not None:
+        ck = r.checkpoint
+        doc.facts.append(("checkpoint", f"{ck['parameters']} parameters, {_b(ck['bytes'], units)} of weights "
+                                        f"({ck['source']})"))
+    doc.facts += [
         ("kv cache dtype", f"{fp.cache.kv_dtype.name} ({fp.cache.kv_dtype.bytes} B per element)"),
         ("plan", f"TP {p.tp} x PP {p.pp} x DP {p.dp} = {p.world_size} GPUs; block size {fp.cache.block_size} tokens"),
         ("per token", formula(fp) + " (whole model, one replica, no TP replication)"),

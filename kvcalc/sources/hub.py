@@ -1,0 +1,476 @@
+"""Hugging Face Hub repos: config.json through huggingface_hub (its cache, token, offline
+mode, endpoint), and the checkpoint's exact parameter count and bytes from its safetensors
+headers, without downloading any weights.
+
+huggingface_hub is imported inside the functions only: a preset or a local file never
+loads it. Every failure becomes a one-line ``ConfigError`` (exit 2) that says what to do.
+
+Network calls, in order:
+1. ``HEAD {endpoint}/{repo}/resolve/{revision}/config.json`` with no retries (huggingface_hub's
+   own download retries a dead network for minutes when nothing is cached); it names the
+   commit and maps repo / gate / revision errors;
+2. ``hf_hub_download`` of config.json (or of a Mistral-format ``params.json``), into the
+   standard cache, so ``HF_HUB_OFFLINE=1`` serves it later;
+3. ``HfApi.get_safetensors_metadata`` at that commit (range requests for the headers). Its
+   summary is kept in kvcalc's cache keyed by the commit, which never changes, so an offline
+   run shows the same exact figures.
+With ``HF_HUB_OFFLINE=1`` only the caches are read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from kvcalc.errors import ConfigError
+
+CONFIG_NAME = "config.json"
+MISTRAL_CONFIG_NAME = "params.json"
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+
+# bits per element of each safetensors dtype (the safetensors format's Dtype list)
+SAFETENSORS_DTYPE_BITS: dict[str, int] = {
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "I64": 64,
+    "U64": 64,
+    "F64": 64,
+    "C64": 64,
+}
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def resolve_hub(repo_id: str, *, revision: str | None):  # noqa: ANN201 - returns resolve.Resolved (import cycle)
+    """config.json (or params.json) and checkpoint facts of a Hub model repo."""
+    from kvcalc.sources.config import REVIEWED_TYPES, spec_from_config
+    from kvcalc.sources.resolve import Resolved
+
+    hub = _Hub(repo_id, revision)
+    cfg, config_file = hub.config()
+    checkpoint, ck_note = hub.checkpoint(mistral=config_file == MISTRAL_CONFIG_NAME)
+    if config_file == MISTRAL_CONFIG_NAME:
+        cfg = config_from_mistral_params(cfg, checkpoint, where=f"{MISTRAL_CONFIG_NAME} of {hub.label}")
+    source = f"Hub {hub.label} (commit {hub.commit[:12]}), {config_file}" + hub.served_from
+    try:
+        spec = spec_from_config(cfg, name=repo_id, source=source)
+    except ConfigError as exc:
+        model_type = _model_type(cfg)
+        if model_type and model_type not in REVIEWED_TYPES:
+            raise ConfigError(
+                f"{hub.label}: model_type {model_type!r} is not known to kvcalc and its config does not fit the plain "
+                f"decoder rules ({exc.message}); kvcalc needs num_hidden_layers, num_attention_heads, "
+                "num_key_value_heads and head_dim (or hidden_size) in the config or its text_config"
+            ) from None
+        raise ConfigError(f"{hub.label}: {exc.message}") from None
+    notes = list(spec.notes) + hub.notes
+    if ck_note:
+        notes.append(ck_note)
+    if config_file == MISTRAL_CONFIG_NAME:
+        notes.append("Mistral-format repo: params.json mapped to Hugging Face names as vLLM's mistral config parser does")
+    spec = replace(spec, notes=tuple(notes))
+    record = {"hub_id": repo_id, "revision": hub.revision, "commit": hub.commit, "config_file": config_file,
+              "from_cache": bool(hub.served_from)}
+    return Resolved(spec, cfg, "hub", source, checkpoint, record)
+
+
+def _model_type(cfg: Any) -> str:
+    if not isinstance(cfg, dict):
+        return ""
+    from kvcalc.sources.config import text_config
+
+    text, _ = text_config(cfg)
+    return str(text.get("model_type") or cfg.get("model_type") or "")
+
+
+# --------------------------------------------------------------------------- the Hub session
+
+
+class _Hub:
+    def __init__(self, repo_id: str, revision: str | None) -> None:
+        _quiet_huggingface_hub()
+        from huggingface_hub import constants
+
+        self.repo_id = repo_id
+        self.revision = revision or constants.DEFAULT_REVISION
+        self.label = f"{repo_id}@{self.revision}"
+        self.endpoint = constants.ENDPOINT
+        self.offline = constants.is_offline_mode()
+        self.cache_dir = constants.HF_HUB_CACHE
+        self.commit = ""
+        self.served_from = ""
+        self.notes: list[str] = []
+
+    # ---- config
+
+    def config(self) -> tuple[Any, str]:
+        """(parsed JSON, file name): config.json, or params.json for a Mistral-format repo."""
+        from kvcalc.sources.files import read_json_file
+
+        name = CONFIG_NAME
+        if self.offline:
+            path = self._cached(CONFIG_NAME) or self._cached(MISTRAL_CONFIG_NAME)
+            if path is None:
+                raise ConfigError(
+                    f"HF_HUB_OFFLINE=1 and {CONFIG_NAME} of {self.label} is not in the Hub cache ({self.cache_dir}); "
+                    "run once online to cache it, or use a preset (kvcalc presets) or a local config.json"
+                )
+            name = path.name
+            self.served_from = " from the Hub cache (HF_HUB_OFFLINE=1)"
+        else:
+            path = self._fetch(CONFIG_NAME)
+            if path is None:
+                path = self._fetch(MISTRAL_CONFIG_NAME)
+                name = MISTRAL_CONFIG_NAME
+                if path is None:
+                    raise ConfigError(
+                        f"Hub repo {self.label} has no {CONFIG_NAME} (nor a Mistral-format {MISTRAL_CONFIG_NAME}); "
+                        "kvcalc needs the model's config: is it a model repo?"
+                    )
+        self.commit = path.parent.name
+        try:
+            cfg = read_json_file(path, name)
+        except ConfigError as exc:
+            raise ConfigError(f"{name} of Hub repo {self.label}: {exc.message}") from None
+        if not isinstance(cfg, dict):
+            raise ConfigError(f"{name} of Hub repo {self.label} must hold a JSON object, got {type(cfg).__name__}")
+        return cfg, name
+
+    def _cached(self, filename: str) -> Path | None:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError
+
+        try:
+            return Path(hf_hub_download(self.repo_id, filename, revision=self.revision, local_files_only=True))
+        except (EntryNotFoundError, OSError, ValueError):
+            return None
+
+    def _fetch(self, filename: str) -> Path | None:
+        """The file's cache path, after a HEAD without retries; None when the repo lacks it."""
+        from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
+        from huggingface_hub.errors import (
+            EntryNotFoundError,
+            FileMetadataError,
+            GatedRepoError,
+            HfHubHTTPError,
+            HFValidationError,
+            OfflineModeIsEnabled,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
+
+        try:
+            url = hf_hub_url(self.repo_id, filename, revision=self.revision)
+            get_hf_file_metadata(url, timeout=constants.HF_HUB_ETAG_TIMEOUT)
+            return Path(
+                hf_hub_download(
+                    self.repo_id,
+                    filename,
+                    revision=self.revision,
+                    etag_timeout=constants.HF_HUB_ETAG_TIMEOUT,
+                    library_name="kvcalc",
+                    library_version=_version(),
+                )
+            )
+        except HFValidationError as exc:
+            raise ConfigError(f"{self.repo_id!r} is not a valid Hub repo id: {_one_line(exc)}") from None
+        except RevisionNotFoundError:
+            raise ConfigError(
+                f"revision {self.revision!r} of Hub repo {self.repo_id!r} was not found at {self.endpoint}; "
+                "give a branch, tag or commit hash that exists (--revision)"
+            ) from None
+        except EntryNotFoundError:
+            return None
+        except GatedRepoError as exc:
+            cached = self._fallback(filename, "the repo is gated for this token")
+            if cached is not None:
+                return cached
+            raise ConfigError(self._gated_message(exc)) from None
+        except RepositoryNotFoundError:
+            cached = self._fallback(filename, "the Hub did not find the repo")
+            if cached is not None:
+                return cached
+            raise ConfigError(
+                f"Hub repo {self.repo_id!r} was not found at {self.endpoint} (a private repo needs a token: "
+                "`hf auth login` or HF_TOKEN); a local config.json can be given by its path"
+            ) from None
+        except (*_transport_errors(), OfflineModeIsEnabled) as exc:
+            cached = self._fallback(filename, "the Hub could not be reached")
+            if cached is not None:
+                return cached
+            if isinstance(exc, _transport_errors(timeouts=True)):
+                why = f"no answer within {constants.HF_HUB_ETAG_TIMEOUT} s (HF_HUB_ETAG_TIMEOUT)"
+            else:
+                why = f"{type(exc).__name__}: {_one_line(exc)}"
+            raise ConfigError(
+                f"cannot reach the Hugging Face Hub at {self.endpoint} ({why}); with a cached copy set "
+                "HF_HUB_OFFLINE=1, or use a preset (kvcalc presets) or a local config.json"
+            ) from None
+        except FileMetadataError:
+            raise ConfigError(
+                f"{self.endpoint} does not answer like the Hugging Face Hub (no X-Repo-Commit header for "
+                f"{self.repo_id}/{filename}); check HF_ENDPOINT and any proxy"
+            ) from None
+        except HfHubHTTPError as exc:
+            cached = self._fallback(filename, "the Hub answered with an error")
+            if cached is not None:
+                return cached
+            status = exc.response.status_code if exc.response is not None else "?"
+            raise ConfigError(
+                f"the Hub at {self.endpoint} answered HTTP {status} for {self.label} {filename}: "
+                f"{_server_message(exc)}; retry later, or set HF_HUB_OFFLINE=1 to use a cached copy"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(f"{filename} of Hub repo {self.label} could not be stored: {_one_line(exc)}") from None
+
+    def _fallback(self, filename: str, why: str) -> Path | None:
+        cached = self._cached(filename)
+        if cached is not None:
+            self.served_from = f" from the Hub cache ({why})"
+        return cached
+
+    def _gated_message(self, exc: Exception) -> str:
+        from huggingface_hub import get_token
+
+        page = f"{self.endpoint}/{self.repo_id}"
+        if get_token() is None:
+            return (
+                f"Hub repo {self.repo_id!r} is gated and no Hugging Face token is set: accept its terms on {page}, "
+                "then log in with `hf auth login` (or set HF_TOKEN)"
+            )
+        return (
+            f"Hub repo {self.repo_id!r} is gated and your token has no access to it ({_server_message(exc)}); "
+            f"request access on {page}"
+        )
+
+    # ---- checkpoint
+
+    def checkpoint(self, *, mistral: bool = False) -> tuple[dict | None, str]:
+        """(exact checkpoint facts or None, note). Read from kvcalc's cache first (keyed by commit)."""
+        label = f"{self.label} (commit {self.commit[:12]})" if self.commit else self.label
+        estimated = "the weights are estimated from the config"
+        cache = _checkpoint_cache_path(self.repo_id, self.commit)
+        if cache is not None and cache.is_file():
+            try:
+                stored = json.loads(cache.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                stored = None
+            if isinstance(stored, dict) and isinstance(stored.get("bytes"), int):
+                return stored, ""
+            if isinstance(stored, dict) and stored.get("unavailable"):
+                return None, f"{stored['unavailable']}: {estimated}"
+        if self.offline:
+            return None, f"no safetensors metadata of {label} cached and HF_HUB_OFFLINE=1: {estimated}"
+        if not _COMMIT_RE.match(self.commit):
+            return None, f"no commit hash for {label}: {estimated}"
+        try:
+            facts = self._read_metadata(label, mistral=mistral)
+        except _Unavailable as exc:
+            if exc.final:
+                _store(cache, {"unavailable": str(exc)})
+            return None, f"{exc}: {estimated}"
+        _store(cache, facts)
+        return facts, ""
+
+    def _read_metadata(self, label: str, *, mistral: bool) -> dict:
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import HfHubHTTPError, NotASafetensorsRepoError, SafetensorsParsingError
+
+        api = HfApi(library_name="kvcalc", library_version=_version())
+        try:
+            try:
+                meta = api.get_safetensors_metadata(self.repo_id, revision=self.commit)
+                files = meta.files_metadata
+            except NotASafetensorsRepoError:
+                if not mistral or not api.file_exists(self.repo_id, "consolidated.safetensors", revision=self.commit):
+                    raise
+                one = api.parse_safetensors_file_metadata(self.repo_id, "consolidated.safetensors", revision=self.commit)
+                files = {"consolidated.safetensors": one}
+        except NotASafetensorsRepoError:
+            raise _Unavailable(f"{label} has no safetensors weights", final=True) from None
+        except SafetensorsParsingError as exc:
+            raise _Unavailable(f"the safetensors headers of {label} could not be parsed ({_one_line(exc)})", final=True) from None
+        except (*_transport_errors(), HfHubHTTPError, OSError) as exc:
+            raise _Unavailable(f"the safetensors metadata of {label} could not be read ({type(exc).__name__})") from None
+        return checkpoint_facts(files, f"safetensors metadata of {label}")
+
+
+class _Unavailable(Exception):
+    def __init__(self, message: str, *, final: bool = False) -> None:
+        super().__init__(message)
+        self.final = final  # a property of the commit (cache it), not of the network
+
+
+# --------------------------------------------------------------------------- pure helpers
+
+
+def checkpoint_facts(files_metadata: dict, source: str) -> dict:
+    """Parameter count and weight bytes, in total and per dtype, from safetensors headers.
+
+    ``files_metadata``: file name -> object with ``.tensors`` (name -> object with ``.dtype``,
+    ``.shape``, ``.data_offsets``), as huggingface_hub's SafetensorsFileMetadata.
+    Bytes are the element count times the dtype's size; a dtype kvcalc does not know is
+    counted by its data offsets (what the file stores).
+    """
+    params: dict[str, int] = {}
+    nbytes: dict[str, int] = {}
+    for file_meta in files_metadata.values():
+        for tensor in file_meta.tensors.values():
+            count = 1
+            for dim in tensor.shape:
+                count *= int(dim)
+            dtype = str(tensor.dtype)
+            bits = SAFETENSORS_DTYPE_BITS.get(dtype)
+            if bits is not None:
+                size = (count * bits + 7) // 8
+            else:
+                start, end = tensor.data_offsets
+                size = int(end) - int(start)
+            params[dtype] = params.get(dtype, 0) + count
+            nbytes[dtype] = nbytes.get(dtype, 0) + size
+    return {
+        "parameters": sum(params.values()),
+        "bytes": sum(nbytes.values()),
+        "parameters_by_dtype": dict(sorted(params.items())),
+        "bytes_by_dtype": dict(sorted(nbytes.items())),
+        "files": len(files_metadata),
+        "source": source,
+    }
+
+
+# vLLM's MistralConfigParser / adapt_config_dict: params.json name -> Hugging Face name
+_MISTRAL_NAMES = {
+    "dim": "hidden_size",
+    "norm_eps": "rms_norm_eps",
+    "n_kv_heads": "num_key_value_heads",
+    "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads",
+    "hidden_dim": "intermediate_size",
+}
+_FLOAT_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
+
+
+def config_from_mistral_params(params: dict, checkpoint: dict | None, *, where: str) -> dict:
+    """A Mistral-format params.json as the Hugging Face config vLLM builds from it (dense models)."""
+    if params.get("qk_nope_head_dim") or (isinstance(params.get("moe"), dict) and params["moe"].get("num_shared_experts")):
+        raise ConfigError(f"{where} describes an MLA model (Mistral Large 3 style); kvcalc reads only its config.json")
+    if params.get("model_type") == "mamba":
+        raise ConfigError(f"{where} describes a Mamba model; kvcalc does not read Mistral-format Mamba configs")
+    for needed in ("n_layers", "n_heads", "dim"):
+        value = params.get(needed)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where} field {needed!r} must be a positive integer (needed to size the KV cache), got {value!r}")
+    cfg: dict[str, Any] = {"model_type": "mistral", "architectures": ["MistralForCausalLM"]}
+    for key, value in params.items():
+        cfg[_MISTRAL_NAMES.get(key, key)] = value
+    # vLLM: max_position_embeddings from params.json, else from the repo's config.json, else 128000
+    cfg.setdefault("max_position_embeddings", 128_000)
+    cfg.setdefault("max_seq_len", cfg["max_position_embeddings"])
+    sw = cfg.get("sliding_window")
+    if isinstance(sw, list):
+        n = cfg["num_hidden_layers"]
+        if not sw or n % len(sw):
+            raise ConfigError(f"{where} 'sliding_window' list of {len(sw)} entries does not tile {n} layers")
+        windows = {w for w in sw if w is not None}
+        if len(windows) > 1:
+            raise ConfigError(f"{where} 'sliding_window' mixes windows {sorted(windows)}; vLLM takes one")
+        cfg["layer_types"] = ["full_attention" if w is None else "sliding_attention" for w in sw * (n // len(sw))]
+        cfg["sliding_window"] = next(iter(windows), None)
+    elif isinstance(sw, int) and sw > 0 and cfg.get("layer_types") is None:
+        cfg["layer_types"] = ["sliding_attention"] * cfg["num_hidden_layers"]
+    if cfg.get("dtype") is None and checkpoint:
+        # vLLM infers the dtype from the consolidated safetensors: the common (promoted) float dtype
+        floats = [_FLOAT_DTYPES[d] for d in checkpoint.get("parameters_by_dtype", {}) if d in _FLOAT_DTYPES]
+        if floats:
+            cfg["dtype"] = floats[0] if len(set(floats)) == 1 else "float32"
+    return cfg
+
+
+def _checkpoint_cache_path(repo_id: str, commit: str) -> Path | None:
+    if not _COMMIT_RE.match(commit or ""):
+        return None
+    home = os.environ.get("KVCALC_HOME")
+    if home:
+        base = Path(home) / "cache"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kvcalc"
+    return base / "hub" / f"{repo_id.replace('/', '--')}--{commit}.json"
+
+
+def _store(path: Path | None, data: dict) -> None:
+    """Best effort: a read-only home only costs the next offline run its exact figures."""
+    if path is None:
+        return
+    try:
+        from kvcalc.sources.files import atomic_write_text
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(data, indent=1) + "\n")
+    except Exception:  # noqa: BLE001 - a cache write never fails the run
+        pass
+
+
+def _transport_errors(*, timeouts: bool = False) -> tuple[type[BaseException], ...]:
+    """The HTTP client's connection/timeout errors: huggingface_hub 2.x uses httpx2, 1.x httpx,
+    0.x requests (its timeouts are also OSErrors)."""
+    import importlib
+
+    found: list[type[BaseException]] = [TimeoutError]
+    for module, timeout, transport in (
+        ("httpx2", "TimeoutException", "TransportError"),
+        ("httpx", "TimeoutException", "TransportError"),
+        ("requests", "Timeout", "ConnectionError"),
+    ):
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue
+        found.append(getattr(mod, timeout))
+        if not timeouts:
+            found.append(getattr(mod, transport))
+    return tuple(found)
+
+
+def _quiet_huggingface_hub() -> None:
+    """No progress bars or retry warnings on kvcalc's output (HF_HUB_VERBOSITY still wins)."""
+    from huggingface_hub.utils import disable_progress_bars, logging
+
+    disable_progress_bars()
+    if not os.environ.get("HF_HUB_VERBOSITY"):
+        logging.set_verbosity_error()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def _server_message(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    message = response.headers.get("X-Error-Message") if response is not None else None
+    return " ".join(str(message).split())[:300] if message else _one_line(exc).split(". ")[0]
+
+
+def _version() -> str:
+    from kvcalc import __version__
+
+    return __version__
