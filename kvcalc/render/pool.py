@@ -44,7 +44,11 @@ def pool_document(r: PoolReport, units: str = "iec") -> Document:
         ("vLLM would log", r.log_line()),
     ]
     if r.fits:
-        doc.facts.append(("fits max_model_len", f"yes; the largest that fits is {r.estimated_max_model_len:,} tokens"))
+        best = r.estimated_max_model_len or 0
+        top = max(L, r.model.max_model_len)
+        how = (f"even the model's full {top:,} tokens would fit" if best >= top
+               else f"the largest max_model_len that fits is {best:,} tokens")
+        doc.facts.append(("fits max_model_len", f"yes; {how}"))
     else:
         doc.facts.append(("fits max_model_len", "NO — vLLM refuses to start: " + (r.error or "")))
     doc.notes = list(r.notes)
