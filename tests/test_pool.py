@@ -154,3 +154,13 @@ def test_bad_pool_inputs(run):
         assert needle in err and len(err.strip().splitlines()) == 1
     code, _, err = run("size", "llama-3.1-70b", "--gpu-memory", "20GiB")
     assert code == 2 and "exceed the memory" in err
+
+
+def test_gpu_catalog_lists_sources(run_json):
+    rows = run_json("gpus")
+    h100 = next(r for r in rows if r["name"] == "H100-80GB")
+    assert h100["memory_bytes"] == 81559 * 2**20  # nvidia-smi: 81559 MiB
+    assert all(r["source"] for r in rows)
+    assert h100["default_max_num_batched_tokens"] == 8192  # >= 70 GiB, not an A100
+    a100 = next(r for r in rows if r["name"] == "A100-80GB")
+    assert a100["default_max_num_batched_tokens"] == 2048  # vLLM keeps A100 on the small tier

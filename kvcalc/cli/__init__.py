@@ -18,9 +18,10 @@ from kvcalc.errors import EXIT_USAGE, KvcalcError
 # command name -> module that defines register(app)
 COMMANDS: dict[str, str] = {
     "size": "kvcalc.cli.size",
-    "ranks": "kvcalc.cli.size",
+    "ranks": "kvcalc.cli.ranks",
     "presets": "kvcalc.cli.presets",
     "fit": "kvcalc.cli.fit",
+    "gpus": "kvcalc.cli.gpus",
     "lifecycle": "kvcalc.cli.lifecycle",
     "report": "kvcalc.cli.report",
     "compare": "kvcalc.cli.compare",

@@ -1,0 +1,33 @@
+"""`kvcalc gpus`: the GPU catalog behind --gpu, with each memory figure's source."""
+
+import typer
+
+from kvcalc.cli import options as o
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gpus")(gpus)
+
+
+def gpus(format: o.Format = "table", units: o.Units = "iec") -> None:
+    """List the GPUs --gpu knows: total memory in bytes as the driver reports it, and its source."""
+    from kvcalc.core.engine import default_max_num_batched_tokens
+    from kvcalc.core.gpus import CATALOG
+    from kvcalc.core.units import format_bytes
+    from kvcalc.render import Document, Table, render
+
+    fmt = o.check_format(format)
+    u = o.check_units(units)
+    rows = []
+    for g in CATALOG:
+        mnbt, _ = default_max_num_batched_tokens(g.memory_bytes, g.name, "0.33")
+        rows.append({"name": g.name, "aliases": list(g.aliases), "memory_bytes": g.memory_bytes,
+                     "default_max_num_batched_tokens": mnbt, "source": g.source})
+    doc = Document("GPU catalog (pass --gpu-memory for an exact figure of your own)")
+    doc.tables.append(
+        Table("", ["GPU", "memory", "bytes", "serve max_num_batched_tokens", "source"],
+              [[r["name"], format_bytes(r["memory_bytes"], u), r["memory_bytes"], r["default_max_num_batched_tokens"],
+                r["source"]] for r in rows],
+              align=["l", "r", "r", "r", "l"])
+    )
+    o.emit(render(fmt, rows, doc))
