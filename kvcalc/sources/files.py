@@ -53,6 +53,14 @@ def atomic_write_text(path: Path, text: str, *, force: bool = True) -> None:
         raise KvcalcError(f"folder {str(folder)!r} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
+        # mkstemp makes 0600 files; a report keeps the old file's mode, or the umask's default
+        try:
+            mode = path.stat().st_mode & 0o777
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()

@@ -1,0 +1,162 @@
+"""`kvcalc report`: a capacity review to read, share and paste into a design doc."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvcalc.cli import options as o
+
+Models = Annotated[list[str], typer.Argument(help="One or more models: preset names, config.json paths or Hub repo ids")]
+Output = Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write: .html/.htm (self-contained), .md (SVG charts beside it) or .json")]
+ReportFormat = Annotated[Optional[str], typer.Option("--format", "-f", help="html | markdown | json (default: from the -o suffix; markdown on stdout)")]
+Force = Annotated[bool, typer.Option("--force", help="Replace an existing output file (and its chart files)")]
+NoCharts = Annotated[bool, typer.Option("--no-charts", help="Leave the charts out (Markdown: no SVG files are written)")]
+
+SUFFIXES = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown", ".json": "json"}
+FORMATS = {"html": "html", "htm": "html", "markdown": "markdown", "md": "markdown", "json": "json"}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
+
+
+def choose_format(fmt: str | None, output: Path | None) -> str:
+    from kvcalc.errors import KvcalcError
+
+    chosen = None
+    if fmt is not None:
+        chosen = FORMATS.get(fmt.strip().lower())
+        if chosen is None:
+            raise KvcalcError(f"--format {fmt!r} is not known for a report; valid: html, markdown, json")
+    if output is None:
+        return chosen or "markdown"
+    by_suffix = SUFFIXES.get(output.suffix.lower())
+    if chosen is None:
+        if by_suffix is None:
+            raise KvcalcError(
+                f"cannot tell the format of {str(output)!r} from its suffix; name it .html, .md or .json, or pass --format"
+            )
+        return by_suffix
+    if by_suffix is not None and by_suffix != chosen:
+        raise KvcalcError(f"--format {fmt} does not match the suffix of {str(output)!r}; drop one of them")
+    return chosen
+
+
+def _progress(total: int):  # noqa: ANN202 - (callback, finish)
+    """A Rich progress bar on stderr when stderr is a terminal; otherwise nothing."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=Console(file=sys.stderr), transient=True,
+    )
+    bar.start()
+    task = bar.add_task("evaluating", total=total)
+
+    def tick(label: str) -> None:
+        bar.update(task, advance=1, description=label[:60])
+
+    return tick, bar.stop
+
+
+def report(
+    models: Models,
+    output: Output = None,
+    format: ReportFormat = None,
+    force: Force = False,
+    no_charts: NoCharts = False,
+    tokens: o.Tokens = None,
+    requests: o.Requests = None,
+    batch: o.Batch = None,
+    prompt: o.Prompt = None,
+    gen: o.Gen = None,
+    continuation: o.Continuation = False,
+    tp: o.Tp = 1,
+    pp: o.Pp = 1,
+    dp: o.Dp = 1,
+    pp_layers: o.PpLayers = None,
+    gpus_per_node: o.GpusPerNode = 8,
+    kv_dtype: o.KvDtype = "auto",
+    dtype: o.Dtype = None,
+    block_size: o.BlockSize = None,
+    max_model_len: o.MaxModelLen = None,
+    encoder_tokens: o.EncoderTokens = None,
+    vllm_version: o.VllmVersion = "0.33",
+    gpu: o.Gpu = None,
+    gpu_memory: o.GpuMemory = None,
+    gpu_memory_utilization: o.GpuUtil = None,
+    kv_cache_memory: o.KvCacheMemory = None,
+    weights_bytes: o.WeightsBytes = None,
+    activation_bytes: o.ActivationBytes = None,
+    overhead_bytes: o.OverheadBytes = None,
+    cudagraph_bytes: o.CudagraphBytes = None,
+    max_num_batched_tokens: o.MaxNumBatchedTokens = None,
+    num_gpu_blocks_override: o.NumGpuBlocksOverride = None,
+    max_concurrent_batches: o.MaxConcurrentBatches = None,
+    disable_hybrid_kv_cache_manager: o.DisableHybrid = False,
+    attention_backend: o.AttentionBackend = None,
+    revision: o.Revision = None,
+    units: o.Units = "iec",
+) -> None:
+    """A capacity review as one HTML file (inline charts) or Markdown (charts as SVG files beside it)."""
+    from kvcalc.cli.size import settings_from_flags
+    from kvcalc.errors import KvcalcError
+    from kvcalc.render import to_json
+    from kvcalc.render.report import render_report
+    from kvcalc.report import ModelInput, build_report, count_evaluations, report_payload
+    from kvcalc.sources.files import atomic_write_text
+    from kvcalc.sources.resolve import resolve
+
+    fmt = choose_format(format, output)
+    u = o.check_units(units)
+    settings = settings_from_flags(**locals())
+
+    # every target is checked before anything is computed or written
+    targets: list[Path] = []
+    stem = None
+    if output is not None:
+        targets.append(output)
+        if fmt == "markdown" and not no_charts:
+            stem = output.stem
+            from kvcalc.render.report import CHART_SLUGS
+
+            targets += [output.with_name(f"{stem}-{s}.svg") for s in CHART_SLUGS]
+        if not force:
+            for t in targets:
+                if t.exists():
+                    raise KvcalcError(f"{str(t)!r} exists; pass --force to replace it")
+        folder = output.parent if str(output.parent) else Path(".")
+        if not folder.is_dir():
+            raise KvcalcError(f"folder {str(folder)!r} for --output does not exist")
+
+    inputs = []
+    for name in models:
+        r = resolve(name, revision=revision)
+        inputs.append(ModelInput(r.spec, r.checkpoint, r.kind, r.source))
+    command = "kvcalc report " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["report"] else ""
+    tick, finish = _progress(count_evaluations(inputs, settings))
+    try:
+        rep = build_report(inputs, settings, command=command, progress=tick)
+    finally:
+        finish()
+
+    if fmt == "json":
+        text, files = to_json(report_payload(rep)), {}
+    else:
+        text, files = render_report(rep, fmt, stem=stem, with_charts=not no_charts, units=u)
+    if output is None:
+        o.emit(text)
+        return
+    for name, svg in files.items():
+        atomic_write_text(output.with_name(name), svg, force=True)
+    atomic_write_text(output, text, force=True)
+    written = [str(output)] + [str(output.with_name(n)) for n in files]
+    sys.stderr.write(f"kvcalc: wrote {', '.join(written)}\n")

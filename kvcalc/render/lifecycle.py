@@ -1,0 +1,215 @@
+"""`kvcalc lifecycle`: the JSON contract and the document people read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcalc.core.lifecycle import OffloadReport, SharedGroup, SharingReport, SpecReport
+from kvcalc.core.units import format_bytes
+from kvcalc.render import Document, Table
+
+
+def _b(n: int, units: str) -> str:
+    return f"{n} B ({format_bytes(n, units)})" if n >= 1024 else f"{n} B"
+
+
+def _group(g: SharedGroup) -> dict[str, Any]:
+    return {
+        "kind": g.kind,
+        "layers": g.layers,
+        "page_bytes": g.page_bytes,
+        "shared_blocks": g.shared_blocks,
+        "own_blocks": list(g.own_blocks),
+        "blocks": g.blocks,
+        "unshared_blocks": g.unshared_blocks,
+        "refcounts": [{"refcount": c, "blocks": n} for c, n in g.refcounts],
+        "bytes": g.bytes,
+        "unshared_bytes": g.unshared_bytes,
+    }
+
+
+def sharing_payload(r: SharingReport, extra: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **extra,
+        "copies": r.copies,
+        "stages": [{"pp_rank": i, "groups": [_group(g) for g in st]} for i, st in enumerate(r.stages)],
+        "bytes_per_rank": r.bytes_per_rank,
+        "unshared_bytes_per_rank": r.unshared_bytes_per_rank,
+        "saved_bytes_per_rank": r.saved_bytes_per_rank,
+        "bytes_per_replica": r.bytes_per_replica,
+        "unshared_bytes_per_replica": r.unshared_bytes_per_replica,
+    }
+
+
+def spec_payload(r: SpecReport) -> dict[str, Any]:
+    return {
+        "spec_tokens": r.spec_tokens,
+        "lookahead": r.lookahead,
+        "requests": r.requests,
+        "extra_slots_per_request": r.extra_slots_per_request,
+        "stages": [
+            {
+                "pp_rank": i,
+                "groups": [
+                    {
+                        "kind": g.kind,
+                        "layers": g.layers,
+                        "page_bytes": g.page_bytes,
+                        "decode_blocks": g.decode_blocks,
+                        "verify_blocks": g.verify_blocks,
+                        "extra_blocks": g.extra_blocks,
+                        "worst_extra_blocks_per_request": g.worst_extra_blocks,
+                        "extra_bytes": g.extra_bytes,
+                    }
+                    for g in st
+                ],
+            }
+            for i, st in enumerate(r.stages)
+        ],
+        "decode_bytes_per_rank": r.per_rank("decode_bytes"),
+        "verify_bytes_per_rank": r.per_rank("verify_bytes"),
+        "extra_bytes_per_rank": r.per_rank("extra_bytes"),
+        "worst_extra_bytes_per_request_per_rank": r.per_rank("worst_extra_bytes_per_request"),
+        "extra_bytes_per_replica": r.per_replica("extra_bytes"),
+    }
+
+
+def offload_payload(r: OffloadReport) -> dict[str, Any]:
+    return {
+        "cpu_bytes": r.cpu_bytes,
+        "ranks": r.ranks,
+        "cpu_bytes_per_rank": r.cpu_bytes_per_rank,
+        "block_size": r.block_size,
+        "bytes_per_token_per_rank": r.bytes_per_token_per_rank,
+        "block_bytes_per_rank": r.block_bytes_per_rank,
+        "chunk_bytes": r.chunk_bytes,
+        "blocks": r.blocks,
+        "tokens": r.tokens,
+        "gpu_pool_tokens": r.gpu_pool_tokens,
+    }
+
+
+def _refs(g: SharedGroup) -> str:
+    if not g.refcounts:
+        return "-"
+    return ", ".join(f"{n} x ref {c}" for c, n in g.refcounts)
+
+
+def sharing_table(title: str, r: SharingReport, who: str, units: str) -> Table:
+    t = Table(
+        title,
+        ["PP", "kind", "layers", "page (1 layer)", "shared blocks", "refcounts", f"own blocks per {who}",
+         "blocks held", "without sharing", "bytes per rank"],
+        align=["r", "l", "r", "r", "r", "l", "r", "r", "r", "r"],
+    )
+    for i, st in enumerate(r.stages):
+        for g in st:
+            own = sorted(set(g.own_blocks))
+            own_s = str(own[0]) if len(own) == 1 else ", ".join(map(str, g.own_blocks[:8])) + (
+                " ..." if len(g.own_blocks) > 8 else "")
+            t.rows.append([i, g.kind, g.layers, _b(g.page_bytes, units), g.shared_blocks, _refs(g), own_s,
+                           g.blocks, g.unshared_blocks, format_bytes(g.bytes * r.copies, units)])
+    return t
+
+
+def lifecycle_document(
+    title: str,
+    facts: list[tuple[str, str]],
+    beams: tuple[SharingReport, dict] | None,
+    spec: SpecReport | None,
+    prefix: tuple[SharingReport, dict] | None,
+    off: OffloadReport | None,
+    notes: list[str],
+    units: str = "iec",
+) -> Document:
+    doc = Document(title, facts=list(facts))
+    if beams is not None:
+        r, info = beams
+        sec = Document(f"Beam search: {info['width']} beams, prompt {info['prompt']}, {info['tokens']} positions per beam")
+        sec.facts = [
+            ("per rank", f"{_b(r.bytes_per_rank, units)} with the prompt's full blocks shared; "
+                         f"{_b(r.unshared_bytes_per_rank, units)} if every beam held its own copy "
+                         f"(saves {_b(r.saved_bytes_per_rank, units)})"),
+            ("per replica", f"{_b(r.bytes_per_replica, units)} (without sharing {_b(r.unshared_bytes_per_replica, units)})"),
+        ]
+        if r.copies > 1:
+            sec.facts.append(("groups", f"{r.copies} independent beam groups (--batch), counted {r.copies} times"))
+        sec.tables.append(sharing_table("Blocks per layer, one beam group", r, "beam", units))
+        sec.notes = [
+            "worst case: beams that diverge right after the prompt; beams that share later tokens share more blocks",
+            "vLLM V1 runs each beam step as a request of max_tokens=1 that finds the prompt's full blocks in the "
+            "prefix cache (entrypoints/generate/beam_search); the seed's fork with reference counts is the same count",
+        ]
+        doc.sections.append(sec)
+    if spec is not None:
+        sec = Document(
+            f"Speculative decoding: {spec.spec_tokens} draft tokens"
+            + (f" + {spec.lookahead} drafter lookahead slots" if spec.lookahead else "")
+            + f", {spec.requests} request(s)"
+        )
+        sec.facts = [
+            ("extra slots", f"{spec.extra_slots_per_request} positions per request during verification "
+                            f"(T + 1 + {spec.extra_slots_per_request} instead of T + 1)"),
+            ("per rank", f"{_b(spec.per_rank('verify_bytes'), units)} during verification vs "
+                         f"{_b(spec.per_rank('decode_bytes'), units)} for a plain decode step: "
+                         f"{_b(spec.per_rank('extra_bytes'), units)} more at these lengths"),
+            ("worst case", f"{_b(spec.per_rank('worst_extra_bytes_per_request'), units)} more per request per rank "
+                           "(when a request's length ends on a block boundary)"),
+            ("per replica", f"{_b(spec.per_replica('extra_bytes'), units)} more"),
+        ]
+        t = Table("Blocks per layer, all requests",
+                  ["PP", "kind", "layers", "page (1 layer)", "decode step", "verification", "extra", "worst extra / request"],
+                  align=["r", "l", "r", "r", "r", "r", "r", "r"])
+        for i, st in enumerate(spec.stages):
+            for g in st:
+                t.rows.append([i, g.kind, g.layers, _b(g.page_bytes, units), g.decode_blocks, g.verify_blocks,
+                               g.extra_blocks, g.worst_extra_blocks])
+        sec.tables.append(t)
+        sec.notes = [
+            "rejected drafts roll back num_computed_tokens: their slots are overwritten by the next tokens and the "
+            "blocks stay with the request until it ends (vLLM scheduler update_from_output)",
+            "EAGLE / draft models write KV for their lookahead positions too: pass --spec-lookahead K for them "
+            "(vLLM num_lookahead_tokens); their own draft layers add specs to the same pool and are not counted here",
+        ]
+        if any(g.kind == "mamba" for st in spec.stages for g in st):
+            sec.notes.append(
+                "state layers keep K speculative state blocks for the whole request (num_speculative_blocks); "
+                "the conv state's K extra rows are not counted"
+            )
+        doc.sections.append(sec)
+    if prefix is not None:
+        r, info = prefix
+        sec = Document(f"Automatic prefix caching: a common prefix of {info['hit']} tokens, {info['requests']} request(s)")
+        sec.facts = [
+            ("per rank", f"{_b(r.bytes_per_rank, units)} with the prefix's full blocks stored once; "
+                         f"{_b(r.unshared_bytes_per_rank, units)} without prefix caching "
+                         f"(saves {_b(r.saved_bytes_per_rank, units)})"),
+            ("per replica", f"{_b(r.bytes_per_replica, units)} (without {_b(r.unshared_bytes_per_replica, units)})"),
+        ]
+        sec.tables.append(sharing_table("Blocks per layer, all requests", r, "request", units))
+        sec.notes = [
+            "only full blocks are shared: the prefix's partial block is computed and held by every request",
+            "a request reuses at most prompt - 1 tokens: vLLM computes the last prompt token for its logits "
+            "(max_cache_hit_length = num_tokens - 1), so a prefix that is the whole prompt loses its last block",
+            "recurrent state (mamba) and encoder blocks are counted per request",
+        ]
+        doc.sections.append(sec)
+    if off is not None:
+        sec = Document(f"CPU offload tier of {_b(off.cpu_bytes, units)} per replica")
+        sec.facts = [
+            ("holds", f"{off.tokens} more tokens = {off.blocks} blocks x {off.block_size}"),
+            ("arithmetic", f"{off.cpu_bytes} B // round_up({off.block_bytes_per_rank} B per block per rank x "
+                           f"{off.ranks} ranks, 4096) = {off.cpu_bytes} // {off.chunk_bytes} = {off.blocks} blocks"),
+            ("per rank", f"{_b(off.cpu_bytes_per_rank, units)} of host memory at {_b(off.bytes_per_token_per_rank, units)} per token"),
+        ]
+        if off.gpu_pool_tokens:
+            ratio = off.tokens / off.gpu_pool_tokens
+            sec.facts.append(("vs the GPU pool", f"{off.gpu_pool_tokens} tokens on the GPUs; the CPU tier adds "
+                                                 f"{ratio:.2f}x that"))
+        sec.notes = [
+            "the size is vLLM's --kv-offloading-size: the total over the ranks of one replica (native offloading)",
+            "offloaded blocks are copied back before use: they extend the prefix cache, not the batch the GPUs run",
+        ]
+        doc.sections.append(sec)
+    doc.notes = list(notes)
+    return doc
