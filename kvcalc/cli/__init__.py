@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "compare": "kvcalc.cli.compare",
     "recompute": "kvcalc.cli.recompute",
     "gate": "kvcalc.cli.gate",
+    "probe": "kvcalc.cli.probe",
 }
 
 

@@ -1,0 +1,173 @@
+"""Check 3: start vLLM itself with dummy weights and compare its pool with kvcalc's.
+
+Only where vLLM and a CUDA GPU are present; elsewhere the probe exits 3 and says why.
+vLLM is started in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) from the resolved
+config written to a temporary folder, with ``load_format="dummy"`` (random weights, no
+download), no tokenizer and the Hub offline. kvcalc then takes the exact bytes the worker
+found available (``Worker.available_kv_cache_memory_bytes``; ``--kv-cache-memory`` sets them
+outright) and predicts, for that memory, the block count, the token figure and the
+concurrency vLLM logs, and the bytes of the KV tensors the worker allocated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kvcalc.errors import KvcalcError
+from kvcalc.probe import env
+from kvcalc.probe.report import Check, Row
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.lines.append(record.getMessage())
+        except Exception:  # noqa: BLE001 - a log record that cannot format is skipped
+            pass
+
+
+def _worker(llm: Any) -> Any:
+    """The in-process GPU worker, through the engine's public attributes (best effort)."""
+    path = ("llm_engine", "engine_core", "engine_core", "model_executor", "driver_worker", "worker")
+    obj = llm
+    for name in path:
+        obj = getattr(obj, name, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def _kv_tensor_bytes(worker: Any) -> int | None:
+    runner = getattr(worker, "model_runner", None)
+    caches = getattr(runner, "kv_caches", None)
+    if not caches:
+        return None
+    seen: dict[int, int] = {}
+    items = caches.values() if isinstance(caches, dict) else caches
+    for t in items:
+        if t is None:
+            continue
+        for x in t if isinstance(t, (list, tuple)) else [t]:
+            st = x.untyped_storage()
+            seen[st.data_ptr()] = st.nbytes()
+    return sum(seen.values()) if seen else None
+
+
+def probe_engine(resolved: Any, settings: Any, *, engine: str) -> Check:
+    from kvcalc.service import evaluate
+
+    if engine.strip().lower() != "vllm":
+        raise KvcalcError(f"--engine {engine!r} is not known; valid: vllm")
+    torch = env.need_torch()
+    try:
+        import vllm
+    except ImportError:
+        raise env.cannot("--engine vllm needs vLLM, which is not installed here (pip install vllm, on a CUDA machine)") from None
+    if not torch.cuda.is_available():
+        raise env.cannot("--engine vllm needs a CUDA GPU; torch sees none here")
+    model = resolved.spec
+    if not isinstance(resolved.config, dict) or not resolved.config.get("architectures"):
+        raise env.cannot(f"{model.name}: the config names no architectures, so vLLM cannot pick a model class")
+    kv_bytes = None
+    if settings.kv_cache_memory is not None:
+        from kvcalc.core.units import parse_size
+
+        kv_bytes = parse_size(settings.kv_cache_memory, "--kv-cache-memory")
+    L = settings.max_model_len or min(model.max_model_len, 4096)
+    capture = _Capture()
+    vlog = logging.getLogger("vllm")
+    vlog.addHandler(capture)
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    kwargs: dict[str, Any] = {
+        "load_format": "dummy",
+        "skip_tokenizer_init": True,
+        "max_model_len": L,
+        "tensor_parallel_size": settings.tp,
+        "pipeline_parallel_size": settings.pp,
+        "kv_cache_dtype": settings.kv_dtype,
+        "enforce_eager": True,
+    }
+    if settings.block_size:
+        kwargs["block_size"] = settings.block_size
+    if settings.dtype:
+        kwargs["dtype"] = settings.dtype
+    if settings.max_num_batched_tokens:
+        kwargs["max_num_batched_tokens"] = settings.max_num_batched_tokens
+    if kv_bytes is not None:
+        kwargs["kv_cache_memory_bytes"] = kv_bytes
+    elif settings.gpu_memory_utilization is not None:
+        kwargs["gpu_memory_utilization"] = settings.gpu_memory_utilization
+    with tempfile.TemporaryDirectory(prefix="kvcalc-probe-") as tmp:
+        Path(tmp, "config.json").write_text(json.dumps(resolved.config), encoding="utf-8")
+        try:
+            llm = vllm.LLM(model=tmp, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - vLLM raises many kinds; report the engine's reason
+            vlog.removeHandler(capture)
+            raise env.cannot(f"vLLM {vllm.__version__} did not start {model.name}: {type(exc).__name__}: {exc}") from None
+    vlog.removeHandler(capture)
+    worker = _worker(llm)
+    available = getattr(worker, "available_kv_cache_memory_bytes", None) if worker is not None else None
+    if available is None and kv_bytes is not None:
+        available = kv_bytes
+    cache_cfg = llm.llm_engine.vllm_config.cache_config
+    num_blocks = cache_cfg.num_gpu_blocks
+    block_size = cache_cfg.block_size
+    if available is None:
+        from kvcalc.probe.vllm_log import parse_log
+
+        parsed = parse_log("\n".join(capture.lines))
+        if not parsed.available_gib:
+            raise env.cannot("vLLM started but the probe could read neither the worker's available memory nor its log")
+        from kvcalc.probe.vllm_log import memory_range
+
+        available = memory_range(min(parsed.available_gib))[1]
+    s = settings.with_(
+        kv_cache_memory=str(int(available)), max_model_len=L, block_size=block_size, vllm_version="0.33",
+        gpu=None, gpu_memory=None, gpu_memory_utilization=None,
+    )
+    pool = evaluate(model, s, checkpoint=resolved.checkpoint).pool
+    if pool is None:
+        raise KvcalcError(f"{model.name}: kvcalc has no pool figures for this model")
+    p = pool.payload()
+    rows = [
+        Row("num_gpu_blocks", p["num_blocks"], num_blocks, unit="blocks",
+            note=f"{int(available):,} B available // {p['bytes_per_block']:,} B per block"),
+    ]
+    tensor_bytes = _kv_tensor_bytes(worker) if worker is not None else None
+    if tensor_bytes is not None:
+        rows.append(Row("KV cache tensors allocated (distinct storages)", p["pool_bytes_per_gpu"], tensor_bytes,
+                        note="num_blocks x bytes_per_block: one int8 buffer"))
+    from kvcalc.probe.vllm_log import parse_log
+
+    logged = parse_log("\n".join(capture.lines))
+    if logged.tokens is not None:
+        rows.append(Row("GPU KV cache size (logged)", p["kv_cache_size_tokens"], logged.tokens, unit="tokens",
+                        note="int(max_concurrency x max_model_len)"))
+    if logged.concurrency is not None:
+        rows.append(Row(f"Maximum concurrency for {L:,} tokens (logged)", round(p["max_concurrency"], 2),
+                        logged.concurrency, unit="x", tolerance=0.005,
+                        note=f"num_blocks / {p['blocks_per_request']} blocks per request, logged with 2 decimals"))
+    check = Check("engine", f"vLLM {vllm.__version__} with dummy weights", f"vLLM {vllm.__version__} (0.33 rules)", rows)
+    check.facts = [
+        ("available KV cache memory", f"{int(available):,} B" + (" (--kv-cache-memory)" if kv_bytes else " (profiled)")),
+        ("max_model_len", f"{L:,}"),
+        ("block size", str(block_size)),
+        ("GPU", torch.cuda.get_device_name(0)),
+    ]
+    check.explanation = [
+        "kvcalc's prediction takes the exact bytes vLLM's worker found available and applies vLLM 0.33's pool "
+        "rules (grouping, bytes per block, null block, concurrency)",
+    ]
+    check.details = {"log": [x for x in capture.lines if "KV cache" in x or "concurrency" in x]}
+    del llm
+    return check
