@@ -21,6 +21,7 @@ from typing import Any
 from kvcalc.core.units import format_bytes, parse_size
 from kvcalc.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_USAGE, KvcalcError
 from kvcalc.service import Settings
+from kvcalc.sources.files import read_limited
 
 MAX_FILE_BYTES = 1 << 20  # a gate file is a few KiB; 1 MiB leaves room for thousands of deployments
 MAX_ALIASES = 200  # alias references (*name) in one file
@@ -237,10 +238,14 @@ def load_gate_file(path: str | Path) -> GateFile:
     try:
         if p.is_dir():
             raise GateFileError(name, [Problem("is a folder; give a gate file such as capacity.yaml")])
-        size = p.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise GateFileError(name, [Problem(f"is {size} bytes; a gate file is far smaller (limit {MAX_FILE_BYTES})")])
-        raw = p.read_bytes()
+        # bounded read: a device (/dev/zero) stops at the limit, an idle pipe after a wait
+        raw = read_limited(p, MAX_FILE_BYTES, "gate file")
+    except GateFileError:
+        raise
+    except KvcalcError as exc:  # read_limited's one line names the file itself
+        text = exc.message
+        text = text.split(repr(name), 1)[1].strip() if repr(name) in text else text
+        raise GateFileError(name, [Problem(text)]) from None
     except OSError as exc:
         raise GateFileError(name, [Problem(f"cannot be read: {exc.strerror or exc}")]) from None
     try:

@@ -6,18 +6,18 @@ settings into a parallel plan, cache settings and traffic, and calls the core.
 
 from __future__ import annotations
 
-from dataclasses import field, fields, replace
 from typing import Any
 
 from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
-from kvcalc.core.record import record
+from kvcalc.core.record import field, fields, record, replace
 from kvcalc.errors import KvcalcError, PlanError
 
 VLLM_VERSIONS = ("0.33", "0.20")
 DEFAULT_VLLM_VERSION = "0.33"
+MAX_BATCH = 1_000_000
 
 
 @record
@@ -120,6 +120,8 @@ def traffic(model: ModelSpec, s: Settings) -> Traffic:
     if s.gen is not None and s.prompt is None:
         raise PlanError("--gen needs --prompt (the cache holds prompt + gen - 1 positions)")
     batch = 1 if s.batch is None else _positive(s.batch, "--batch")
+    if batch > MAX_BATCH:  # every request is listed: 10**8 of them would take minutes and gigabytes
+        raise PlanError(f"--batch {batch} is more requests than kvcalc lists one by one (limit {MAX_BATCH:,})")
     if s.requests is not None:
         if s.batch is not None:
             raise PlanError("--batch repeats one length; with --requests list every request instead")

@@ -100,14 +100,24 @@ def test_no_traceback_from_the_entry_point():
     assert out.returncode == 2 and out.stderr.startswith("kvcalc: error:") and "Traceback" not in out.stderr
 
 
-def test_preset_run_imports_nothing_heavy():
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["size", "qwen3-0.6b", "--format", "json"],
+        ["size", "qwen3-0.6b", "--gpu", "H100-80GB", "--format", "json"],  # the pool and the budget too
+        ["compare", "qwen3-0.6b", "llama-3.1-8b", "--tp", "1,2", "--format", "json"],
+        ["fit", "qwen3-0.6b", "--concurrency", "4", "--gpu", "H100-80GB", "--format", "json"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]) + (" --gpu" if "--gpu" in argv and argv[0] == "size" else ""),
+)
+def test_preset_run_imports_nothing_heavy(argv):
     code = (
         "import sys, io, contextlib\n"
         "from kvcalc.cli import main\n"
         "buf = io.StringIO()\n"
         "try:\n"
         "    with contextlib.redirect_stdout(buf):\n"
-        "        main(['size', 'qwen3-0.6b', '--format', 'json'])\n"
+        f"        main({argv!r})\n"
         "except SystemExit as e:\n"
         "    assert e.code == 0, e.code\n"
         "heavy = [m for m in ('huggingface_hub', 'torch', 'transformers', 'yaml', 'rich') if m in sys.modules]\n"

@@ -28,8 +28,17 @@ def probe(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def probe_fresh(*args: str) -> tuple[int, str, str]:
+    """Run the probe in a new process: the resident-memory delta it measures must not be
+    disturbed by what earlier tests left in this one (allocator arenas, thread pools)."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "kvcalc", "probe", *args], capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stdout, done.stderr
+
+
 def probe_json(*args: str, code: int = 0) -> dict:
-    rc, out, err = probe(*args, "--format", "json")
+    rc, out, err = probe_fresh(*args, "--format", "json")
     assert rc == code, err + out
     return json.loads(out)
 
@@ -143,7 +152,7 @@ def test_tp_and_pp_pick_the_rank():
 
 
 def test_table_output_and_exit_zero():
-    rc, out, err = probe("qwen3-0.6b", "--device", "cpu", "--layers", "1", "--blocks", "8")
+    rc, out, err = probe_fresh("qwen3-0.6b", "--device", "cpu", "--layers", "1", "--blocks", "8")
     assert rc == 0, err
     assert "Pool allocation on cpu: agree" in out and "backing buffer" in out
 

@@ -179,19 +179,23 @@ class Measures:
 
 def measure(specs: tuple[tuple[LayerArch, CacheSpec], ...], traffic: Traffic) -> Measures:
     eff = rounded = state = 0
+    # equal lengths measured once: a batch of 10**6 equal requests is one length
+    lengths: dict[int, int] = {}
+    for t in traffic.requests:
+        lengths[t] = lengths.get(t, 0) + 1
+    live = sum(n for t, n in lengths.items() if t)
     for _, spec in specs:
         if spec.kind == "mamba":
             per = spec.state_bytes
-            n = sum(1 for t in traffic.requests if t)
-            state += per * n
-            eff += per * n
-            rounded += per * n
+            state += per * live
+            eff += per * live
+            rounded += per * live
             continue
         bpt = spec.bytes_per_token
         bs = spec.block_size
-        for t in traffic.requests:
-            eff += spec.held_tokens(t) * bpt
-            rounded += spec.held_blocks(t) * bs * bpt
+        for t, n in lengths.items():
+            eff += spec.held_tokens(t) * bpt * n
+            rounded += spec.held_blocks(t) * bs * bpt * n
     return Measures(eff, rounded, rounded - eff, state)
 
 

@@ -6,9 +6,7 @@ only this.
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from kvcalc.core.record import record
+from kvcalc.core.record import field, record
 
 
 @record

@@ -474,7 +474,8 @@ def plan_pool(
             avail = override * bpb
         check = avail - bpb if version == "0.33" else avail
         needed = _needed(groups, bpb, L, f)
-        workers.append(WorkerPlan(rank, avail, bpb, avail // bpb if bpb else 1, check, needed))
+        # no memory left: vLLM refuses to start (the error below); no blocks, not a negative count
+        workers.append(WorkerPlan(rank, avail, bpb, max(0, avail // bpb) if bpb else 1, check, needed))
         if error is None and (check <= 0 or needed > check):
             estimate = estimate_max_len(groups, bpb, check, L, f) if check > 0 else 0
             error = fit_error(version, check, needed, L, estimate)

@@ -1,27 +1,56 @@
 """``@record``: frozen dataclasses without the start-up cost.
 
 ``dataclasses.dataclass`` compiles several methods per class with ``exec``, ~1.5 ms a
-class; kvcalc has dozens on the path of ``kvcalc size`` and its start-up budget is a few
-milliseconds. ``record`` gives the same behaviour from methods written once here:
-keyword/positional ``__init__`` with defaults and ``default_factory``, ``__post_init__``,
-frozen attributes, ``__eq__``/``__hash__`` over the compared fields, ``__repr__``; and it
-registers real ``dataclasses.Field`` objects, so ``dataclasses.replace``, ``fields``,
-``asdict`` and ``is_dataclass`` work on records unchanged.
+class, and the module itself takes ~2 ms to import; kvcalc has dozens of such classes on
+the path of ``kvcalc size`` and a start-up budget of a few milliseconds. ``record`` gives
+the same behaviour from methods written once here: keyword/positional ``__init__`` with
+defaults and ``default_factory``, ``__post_init__``, frozen attributes, ``__eq__`` and
+``__hash__`` over the compared fields, ``__repr__``; ``replace``/``fields`` of this module
+work like dataclasses'. ``dataclasses.replace``, ``fields``, ``asdict`` and
+``is_dataclass`` work on records too: their ``__dataclass_fields__`` is built (and the
+dataclasses module imported) only when something asks for it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, TypeVar
 
 T = TypeVar("T", bound=type)
-_MISSING = dataclasses.MISSING
-FrozenInstanceError = dataclasses.FrozenInstanceError
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+class FrozenInstanceError(AttributeError):
+    """Assigning to a field of a record."""
+
+
+class Field:
+    __slots__ = ("name", "type", "default", "default_factory", "compare")
+
+    def __init__(self, default: Any = MISSING, default_factory: Any = MISSING, compare: bool = True) -> None:
+        self.name = ""
+        self.type: Any = None
+        self.default = default
+        self.default_factory = default_factory
+        self.compare = compare
+
+    def __repr__(self) -> str:
+        return f"Field(name={self.name!r})"
+
+
+def field(*, default: Any = MISSING, default_factory: Any = MISSING, compare: bool = True, hash: bool | None = None) -> Any:  # noqa: A002
+    """Like ``dataclasses.field``: a default factory, or a field left out of ==/hash."""
+    return Field(default, default_factory, compare)
 
 
 def _init(self: Any, *args: Any, **kwargs: Any) -> None:
-    spec = type(self).__record_spec__
-    names = spec[0]
+    names, defaults, factories, _ = type(self).__record_spec__
     if len(args) > len(names):
         raise TypeError(f"{type(self).__name__}() takes {len(names)} positional arguments but {len(args)} were given")
     setter = object.__setattr__
@@ -29,7 +58,6 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
         if name in kwargs:
             raise TypeError(f"{type(self).__name__}() got multiple values for argument {name!r}")
         setter(self, name, value)
-    defaults, factories = spec[1], spec[2]
     for name in names[len(args):]:
         if name in kwargs:
             setter(self, name, kwargs.pop(name))
@@ -73,33 +101,49 @@ def _delattr(self: Any, name: str) -> None:
     raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
+class _DataclassFields:
+    """``__dataclass_fields__`` built on first use, so dataclasses' helpers accept records."""
+
+    def __get__(self, instance: Any, owner: type) -> dict:
+        import dataclasses
+
+        out = {}
+        for f in owner.__record_fields__.values():
+            kw: dict[str, Any] = {"compare": f.compare}
+            if f.default is not MISSING:
+                kw["default"] = f.default
+            elif f.default_factory is not MISSING:
+                kw["default_factory"] = f.default_factory
+            df = dataclasses.field(**kw)
+            df.name, df.type = f.name, f.type
+            df._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what dataclasses.fields() lists
+            out[f.name] = df
+        type.__setattr__(owner, "__dataclass_fields__", out)
+        return out
+
+
 def record(cls: T) -> T:
     """Make ``cls`` a frozen record of its annotated fields (bases' fields first)."""
-    fields: dict[str, dataclasses.Field] = {}
+    found: dict[str, Field] = {}
     for base in reversed(cls.__mro__[1:]):
-        fields.update(getattr(base, "__dataclass_fields__", {}))
+        found.update(getattr(base, "__record_fields__", {}))
     for name, annotation in cls.__dict__.get("__annotations__", {}).items():
-        value = cls.__dict__.get(name, _MISSING)
-        if isinstance(value, dataclasses.Field):
-            f = value
-        else:
-            f = dataclasses.field(default=value)
-        f.name = name
-        f.type = annotation
-        f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what dataclasses.fields() lists
-        fields[name] = f
-    names = tuple(fields)
-    defaults = {n: f.default for n, f in fields.items() if f.default is not _MISSING}
-    factories = {n: f.default_factory for n, f in fields.items() if f.default_factory is not _MISSING}
-    compared = tuple(n for n, f in fields.items() if f.compare)
-    for name, f in fields.items():  # class attributes keep plain defaults only
-        if isinstance(cls.__dict__.get(name), dataclasses.Field):
-            if f.default is _MISSING:
+        value = cls.__dict__.get(name, MISSING)
+        f = value if isinstance(value, Field) else Field(default=value)
+        f.name, f.type = name, annotation
+        found[name] = f
+        if isinstance(value, Field):  # the class keeps plain defaults only
+            if f.default is MISSING:
                 delattr(cls, name)
             else:
                 setattr(cls, name, f.default)
-    cls.__dataclass_fields__ = fields
+    names = tuple(found)
+    defaults = {n: f.default for n, f in found.items() if f.default is not MISSING}
+    factories = {n: f.default_factory for n, f in found.items() if f.default_factory is not MISSING}
+    compared = tuple(n for n, f in found.items() if f.compare)
+    cls.__record_fields__ = found
     cls.__record_spec__ = (names, defaults, factories, compared)
+    cls.__dataclass_fields__ = _DataclassFields()
     cls.__init__ = _init
     cls.__eq__ = _eq
     cls.__hash__ = _hash
@@ -107,3 +151,19 @@ def record(cls: T) -> T:
     cls.__setattr__ = _setattr
     cls.__delattr__ = _delattr
     return cls
+
+
+def fields(obj: Any) -> tuple[Field, ...]:
+    cls = obj if isinstance(obj, type) else type(obj)
+    return tuple(cls.__record_fields__.values())
+
+
+def replace(obj: Any, /, **changes: Any) -> Any:
+    """A copy of a record with some fields changed (``dataclasses.replace`` for records)."""
+    names = type(obj).__record_spec__[0]
+    unknown = set(changes) - set(names)
+    if unknown:
+        raise TypeError(f"{type(obj).__name__} has no field {sorted(unknown)[0]!r}")
+    values = {n: getattr(obj, n) for n in names}
+    values.update(changes)
+    return type(obj)(**values)

@@ -15,9 +15,7 @@ Integers in bytes everywhere. No I/O.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from kvcalc.core.record import record
+from kvcalc.core.record import record, replace
 
 
 def cdiv(a: int, b: int) -> int:

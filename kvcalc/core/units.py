@@ -4,7 +4,6 @@ labelled unit (IEC by default, SI only when asked)."""
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
 
 from kvcalc.errors import KvcalcError
 
@@ -30,6 +29,8 @@ def parse_size(text: str | int, flag: str = "size") -> int:
         raise KvcalcError(
             f"{flag} must be a size like 80GiB, 79.1GiB, 80GB (SI) or a number of bytes, got {text!r}"
         )
+    from decimal import Decimal, InvalidOperation  # exact decimal sizes; imported when a size is parsed
+
     try:
         value = Decimal(m.group(1)) * _FACTORS[m.group(2).lower()]
     except InvalidOperation:  # pragma: no cover - the regex admits only decimals

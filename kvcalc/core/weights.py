@@ -10,11 +10,15 @@ Quantized checkpoints: fp8 linear layers 1 B/param; mxfp4 experts 4.25 bits/para
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
+from kvcalc.errors import ConfigError
+
+MAX_ARCH_NUMBER = 1 << 40  # no real architecture number is larger (as kvcalc.sources.config)
 
 
 @dataclass(frozen=True)
@@ -24,12 +28,23 @@ class WeightEstimate:
     method: str
 
 
-def _get(a: dict, *keys: str, default: int = 0) -> int:
+def arch_int(a: dict, *keys: str, default: int = 0) -> int:
+    """The first of ``keys`` the config gives as a number, as an int; ``default`` when none.
+    Values that are not numbers are passed over (an estimate does without them); a number
+    that is NaN, infinite, negative or beyond any real model is a ConfigError naming it."""
     for k in keys:
         v = a.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if not ((isinstance(v, int) or math.isfinite(v)) and 0 <= v <= MAX_ARCH_NUMBER):
+                raise ConfigError(
+                    f"config field '{k}' is {v!r}; the weights estimate needs a non-negative number up to 2**40 "
+                    "(or pass --weights-bytes and --activation-bytes)"
+                )
             return int(v)
     return default
+
+
+_get = arch_int
 
 
 def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, int, int]:
@@ -66,10 +81,15 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
         first_dense = _get(a, "first_k_dense_replace")
         step = _get(a, "decoder_sparse_step", "interleave_moe_layer_step", default=1) or 1
         mlp_only = a.get("mlp_only_layers") or []
+        if not isinstance(mlp_only, list):
+            raise ConfigError(f"config field 'mlp_only_layers' must be a list of layer indices, got {mlp_only!r}")
         if i < first_dense or i in mlp_only or (i + 1) % step:
             moe_layer = False
         if model.model_type == "jamba":
-            moe_layer = i % _get(a, "expert_layer_period", default=2) == _get(a, "expert_layer_offset", default=1)
+            period = _get(a, "expert_layer_period", default=2)
+            if period < 1:
+                raise ConfigError(f"config field 'expert_layer_period' must be >= 1, got {period}")
+            moe_layer = i % period == _get(a, "expert_layer_offset", default=1)
     if not moe_layer:
         return attn, mlp_mult * h * inter, 0
     moe_inter = _get(a, "moe_intermediate_size", default=inter)

@@ -105,10 +105,12 @@ def budget_inputs(
     act = _size(s.activation_bytes, "--activation-bytes")
     act_src = "--activation-bytes"
     if act is None:
+        from kvcalc.core.weights import arch_int
+
         a = model.arch
-        h = int(a.get("hidden_size") or a.get("d_model") or 0)
-        inter = int(a.get("intermediate_size") or a.get("moe_intermediate_size") or 4 * h)
-        vocab = int(a.get("vocab_size") or 0)
+        h = arch_int(a, "hidden_size") or arch_int(a, "d_model")
+        inter = arch_int(a, "intermediate_size") or arch_int(a, "moe_intermediate_size") or 4 * h
+        vocab = arch_int(a, "vocab_size")
         dt = cache.mamba_dtype_bytes
         act = mnbt * (4 * h + 2 * inter // plan.tp) * dt + 256 * vocab // plan.tp * 4
         act_src = (

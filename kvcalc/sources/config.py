@@ -78,6 +78,17 @@ REVIEWED_TYPES = frozenset(
 )
 
 
+# No real architecture number comes near these; larger ones are corrupt or hostile configs
+# (a config asking for 10**9 layers would otherwise build 10**9 layer records).
+MAX_FIELD = 1 << 40
+MAX_LAYERS = 10_000
+
+
+def _finite(v: int | float) -> bool:
+    """math.isfinite, which raises OverflowError on ints beyond a float (JSON allows 10**400)."""
+    return isinstance(v, int) or math.isfinite(v)
+
+
 def _field(cfg: dict, key: str, where: str) -> Any:
     if key not in cfg or cfg[key] is None:
         raise ConfigError(f"config{where} lacks '{key}', needed to size the KV cache")
@@ -93,7 +104,16 @@ def _int(cfg: dict, key: str, where: str, *, minimum: int = 1) -> int:
             raise ConfigError(f"config{where} field '{key}' must be an integer, got {value!r}")
     if value < minimum:
         raise ConfigError(f"config{where} field '{key}' must be >= {minimum}, got {value}")
+    if value > MAX_FIELD:
+        raise ConfigError(f"config{where} field '{key}' is {value}, beyond any real model (limit 2**40)")
     return value
+
+
+def _layers(cfg: dict, key: str, where: str) -> int:
+    n = _int(cfg, key, where)
+    if n > MAX_LAYERS:
+        raise ConfigError(f"config{where} field '{key}' is {n}; kvcalc takes at most {MAX_LAYERS} layers")
+    return n
 
 
 def _opt_int(cfg: dict, key: str, where: str, *, minimum: int = 1) -> int | None:
@@ -129,19 +149,39 @@ def derived_max_len(cfg: dict, text: dict) -> int | None:
     values = []
     for key in MAX_LEN_KEYS:
         v = text.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v) and v > 0:
             values.append(v)
     if not values:
         return None
     length = min(values)
+    if length > MAX_FIELD:
+        _max_len_error(text, length)
     rope = text.get("rope_scaling") or text.get("rope_parameters")
     model_type = str(text.get("model_type") or cfg.get("model_type") or "")
     if isinstance(rope, dict) and "gemma3" not in model_type:
         rope_type = rope.get("rope_type") or rope.get("type") or "default"
         factor = rope.get("factor")
-        if rope_type not in ROPE_TYPES_NOT_SCALED and isinstance(factor, (int, float)) and math.isfinite(factor):
+        if (
+            rope_type not in ROPE_TYPES_NOT_SCALED
+            and isinstance(factor, (int, float))
+            and not isinstance(factor, bool)
+            and _finite(factor)
+        ):
             length *= factor
+    if not _finite(length) or not 1 <= length <= MAX_FIELD:
+        _max_len_error(text, length)
     return int(length)
+
+
+def _max_len_error(text: dict, length: float) -> None:
+    keys = [k for k in MAX_LEN_KEYS if text.get(k) is not None]
+    shown = repr(length) if isinstance(length, float) else str(length)
+    if len(shown) > 24:
+        shown = f"{shown[:6]}... ({len(shown)} characters)"
+    raise ConfigError(
+        f"config's maximum length ({', '.join(keys)}, times any rope_scaling factor) comes to {shown}; "
+        "a context length is a positive integer up to 2**40"
+    )
 
 
 def total_kv_heads(text: dict, where: str, model_type: str) -> int:
@@ -158,7 +198,7 @@ def total_kv_heads(text: dict, where: str, model_type: str) -> int:
 def head_size(text: dict, where: str, heads: int) -> int:
     hd = text.get("head_dim")
     if isinstance(hd, int) and not isinstance(hd, bool) and hd > 0:
-        return hd
+        return _int(text, "head_dim", where)
     if text.get("hidden_size_per_head"):
         return _int(text, "hidden_size_per_head", where)
     hidden = _int(text, "hidden_size", where)
@@ -219,15 +259,17 @@ def _default_layer_types(text: dict, where: str, model_type: str, n: int, sw: in
     if model_type == "gemma2":
         return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
     if model_type in ("gemma3", "gemma3_text", "cohere2"):
-        pattern = text.get("sliding_window_pattern") or (6 if "gemma3" in model_type else 4)
+        pattern = _opt_int(text, "sliding_window_pattern", where) or (6 if "gemma3" in model_type else 4)
         return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
     if model_type == "gpt_oss":
         return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
     if model_type in ("llama4", "llama4_text") and text.get("attention_chunk_size"):
         nope = text.get("no_rope_layers")
         if not nope:
-            interval = text.get("no_rope_layer_interval") or 4
+            interval = _opt_int(text, "no_rope_layer_interval", where) or 4
             nope = [int((i + 1) % interval != 0) for i in range(n)]
+        elif not isinstance(nope, list) or len(nope) != n:
+            raise ConfigError(f"config{where} field 'no_rope_layers' must list one 0/1 flag per layer ({n})")
         return ["chunked_attention" if nope[i] else "full_attention" for i in range(n)]
     if model_type == "qwen3_next":
         interval = _int(text, "full_attention_interval", where)
@@ -237,7 +279,8 @@ def _default_layer_types(text: dict, where: str, model_type: str, n: int, sw: in
         offset = _int(text, "attn_layer_offset", where, minimum=0)
         return ["full_attention" if i % period == offset else "mamba" for i in range(n)]
     if model_type in QWEN_SWA_TYPES and sw is not None:
-        mwl = text.get("max_window_layers", n)
+        mwl = _opt_int(text, "max_window_layers", where, minimum=0)
+        mwl = n if mwl is None else mwl
         return ["sliding_attention" if i >= mwl else "full_attention" for i in range(n)]
     return None
 
@@ -271,7 +314,7 @@ def _state_arch(text: dict, where: str, model_type: str) -> tuple[tuple[StateArc
 
 def _encoder_decoder(cfg: dict, name: str, source: str, model_type: str, notes: list[str]) -> ModelSpec:
     if model_type == "whisper":
-        n = _int(cfg, "decoder_layers", "")
+        n = _layers(cfg, "decoder_layers", "")
         heads = _int(cfg, "decoder_attention_heads", "")
         d_model = _int(cfg, "d_model", "")
         if d_model % heads:
@@ -282,7 +325,7 @@ def _encoder_decoder(cfg: dict, name: str, source: str, model_type: str, notes: 
         supported = True
         notes.append(f"cross-attention holds the encoder's {enc} positions per request (max_source_positions)")
     elif model_type == "t5":
-        n = _int(cfg, "num_decoder_layers", "") if cfg.get("num_decoder_layers") else _int(cfg, "num_layers", "")
+        n = _layers(cfg, "num_decoder_layers", "") if cfg.get("num_decoder_layers") else _layers(cfg, "num_layers", "")
         heads = _int(cfg, "num_heads", "")
         hd = _int(cfg, "d_kv", "")
         enc = 512
@@ -317,7 +360,7 @@ def _encoder_decoder(cfg: dict, name: str, source: str, model_type: str, notes: 
 
 def with_encoder_tokens(model: ModelSpec, tokens: int) -> ModelSpec:
     """The same model with cross-attention sized for ``tokens`` encoder positions."""
-    from dataclasses import replace
+    from kvcalc.core.record import replace
 
     layers = tuple(replace(layer, window=tokens) if layer.kind == "cross" else layer for layer in model.layers)
     return replace(model, layers=layers)
@@ -339,7 +382,7 @@ def spec_from_config(cfg: Any, *, name: str, source: str) -> ModelSpec:
     if text_type not in REVIEWED_TYPES:
         notes.append(f"model_type {text_type!r} was not reviewed by kvcalc: the plain decoder rules are applied")
 
-    n = _int(text, "num_hidden_layers", where)
+    n = _layers(text, "num_hidden_layers", where)
     heads = _int(text, "num_attention_heads", where)
     kv_heads = total_kv_heads(text, where, text_type)
     mla = text_type in MLA_MODEL_TYPES and text.get("kv_lora_rank") is not None

@@ -43,10 +43,9 @@ class Preset:
     user: bool = False
 
     def load(self) -> dict:
-        try:
-            record = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"preset {self.name!r} cannot be read: {exc}") from None
+        from kvcalc.sources.files import read_json_file  # bounded, one-line errors
+
+        record = read_json_file(self.path, what=f"preset {self.name!r}")
         if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
             raise ConfigError(f"preset {self.name!r} has no 'config' object")
         return record

@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import field
 from pathlib import Path
 
 from kvcalc.core.model import ModelSpec
-from kvcalc.core.record import record
+from kvcalc.core.record import field, record
 from kvcalc.errors import ConfigError
 from kvcalc.sources import presets
 from kvcalc.sources.config import spec_from_config

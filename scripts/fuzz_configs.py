@@ -1,0 +1,167 @@
+"""Exhaustive mutation sweep of the config loader (issue 9; the quick random version is tests/test_fuzz.py).
+
+Every field of every bundled preset (nested ones included, plus fields the loader and the
+estimates read that few presets have) x every mutation below, each evaluated as `kvcalc size`
+would under four settings (defaults; the pool on an H100; TP 2 x PP 2 with traffic; a fixed
+KV memory). Allowed outcomes: a result whose JSON is strict (no NaN/Infinity), or a one-line
+KvcalcError. Anything else (another exception, a multi-line message, 5 s without an answer)
+is counted and one example of each is printed. Exit 1 when anything was found.
+
+    python3 scripts/fuzz_configs.py            # in-process, about 4 minutes on one core
+    python3 scripts/fuzz_configs.py --cli      # through the CLI (CliRunner), default flags only
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import copy
+import json
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MUTATIONS = {
+    "delete": None, "null": None, '"x"': "x", "-1": -1, "0": 0, "0.5": 0.5, "3": 3, "1e300": 1e300,
+    "-1e300": -1e300, "2**70": 2**70, "10**400": 10**400, "100000": 100_000, "true": True, "[]": [], "{}": {},
+    "[1]": [1], '["x"]': ["x"], "NaN": float("nan"), "inf": float("inf"), "-inf": float("-inf"),
+}
+EXTRA_KEYS = [
+    "sliding_window", "use_sliding_window", "max_window_layers", "sliding_window_pattern", "layer_types",
+    "attention_chunk_size", "no_rope_layers", "no_rope_layer_interval", "full_attention_interval", "attn_layer_period",
+    "attn_layer_offset", "head_dim", "hidden_size_per_head", "multi_query", "new_decoder_architecture",
+    "num_key_value_heads", "kv_lora_rank", "qk_rope_head_dim", "rope_scaling", "rope_parameters",
+    "max_position_embeddings", "model_max_length", "torch_dtype", "dtype", "model_type", "text_config",
+    "is_encoder_decoder", "num_nextn_predict_layers", "linear_num_value_heads", "mlp_only_layers",
+    "first_k_dense_replace", "expert_layer_period", "num_experts", "intermediate_size", "vocab_size",
+    "quantization_config", "tie_word_embeddings", "_name_or_path",
+]
+
+
+class Hang(BaseException):
+    pass
+
+
+def _alarm(*_):  # noqa: ANN002
+    raise Hang()
+
+
+def paths(cfg: dict, prefix: tuple = ()) -> list[tuple]:
+    out = []
+    for k, v in cfg.items():
+        out.append((*prefix, k))
+        if isinstance(v, dict):
+            out.extend(paths(v, (*prefix, k)))
+    return out
+
+
+def mutate(cfg: dict, path: tuple, label: str) -> dict:
+    out = copy.deepcopy(cfg)
+    d = out
+    for k in path[:-1]:
+        d = d[k]
+    if label == "delete":
+        d.pop(path[-1], None)
+    else:
+        d[path[-1]] = copy.deepcopy(MUTATIONS[label])
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", action="store_true", help="write each config to a file and run `kvcalc size FILE`")
+    args = ap.parse_args()
+
+    from kvcalc.errors import KvcalcError
+    from kvcalc.render import render
+    from kvcalc.render.size import size_payload
+    from kvcalc.service import Settings, evaluate
+    from kvcalc.sources.config import spec_from_config
+    from kvcalc.sources.presets import all_presets
+
+    settings = [
+        Settings(),
+        Settings(gpu="H100-80GB"),
+        Settings(tp=2, pp=2, tokens=1000, batch=3),
+        Settings(kv_cache_memory="1GiB"),
+    ]
+
+    def strict(name: str):  # noqa: ANN202
+        raise ValueError(f"{name} in the JSON output")
+
+    if args.cli:
+        from typer.testing import CliRunner
+
+        from kvcalc.cli import build_app
+
+        app, runner = build_app(["size"]), CliRunner()
+        folder = Path(tempfile.mkdtemp())
+
+    signal.signal(signal.SIGALRM, _alarm)
+    found: collections.Counter = collections.Counter()
+    example: dict = {}
+    runs = 0
+    t0 = time.perf_counter()
+    for name, preset in sorted(all_presets(include_user=False).items()):
+        cfg = preset.load()["config"]
+        keys = set(paths(cfg))
+        nested = "text_config" if isinstance(cfg.get("text_config"), dict) else None
+        for k in EXTRA_KEYS:
+            keys.add((k,))
+            if nested:
+                keys.add((nested, k))
+        for path in sorted(keys, key=str):
+            for label in MUTATIONS:
+                mutated = mutate(cfg, path, label)
+                if args.cli:
+                    f = folder / "config.json"
+                    f.write_text(json.dumps(mutated, allow_nan=True))
+                    signal.alarm(5)
+                    try:
+                        r = runner.invoke(app, ["size", str(f), "--format", "json"])
+                        err = r.stderr.strip()
+                        ok = r.exit_code == 0 or (
+                            r.exit_code == 2 and err.startswith("kvcalc: error:") and len(err.splitlines()) == 1
+                        )
+                        key = None if ok else (f"exit {r.exit_code}", err[:100])
+                    except Hang:
+                        key = ("hang", "")
+                    finally:
+                        signal.alarm(0)
+                    runs += 1
+                    if key:
+                        found[key] += 1
+                        example.setdefault(key, (name, path, label))
+                    continue
+                for s in settings:
+                    signal.alarm(5)
+                    key = None
+                    try:
+                        spec = spec_from_config(mutated, name=name, source="fuzz")
+                        out = render("json", size_payload(evaluate(spec, s)), None)
+                        json.loads(out, parse_constant=strict)
+                    except KvcalcError as exc:
+                        if "\n" in exc.message:
+                            key = ("multi-line message", exc.message[:100])
+                    except Hang:
+                        key = ("hang", "")
+                    except Exception as exc:  # noqa: BLE001 - what the sweep looks for
+                        key = (type(exc).__name__, str(exc)[:100])
+                    finally:
+                        signal.alarm(0)
+                    runs += 1
+                    if key:
+                        found[key] += 1
+                        example.setdefault(key, (name, path, label, s))
+    dt = time.perf_counter() - t0
+    mode = "through the CLI" if args.cli else f"in-process x {len(settings)} settings"
+    print(f"{runs:,} runs ({mode}) in {dt:.0f} s: {sum(found.values())} bad outcomes, {len(found)} distinct")
+    for key, n in found.most_common():
+        print(f"  {n:5d}  {key[0]}: {key[1]}  e.g. {example[key][:3]}")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
