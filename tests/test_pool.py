@@ -164,3 +164,11 @@ def test_gpu_catalog_lists_sources(run_json):
     assert h100["default_max_num_batched_tokens"] == 8192  # >= 70 GiB, not an A100
     a100 = next(r for r in rows if r["name"] == "A100-80GB")
     assert a100["default_max_num_batched_tokens"] == 2048  # vLLM keeps A100 on the small tier
+
+
+def test_default_batched_tokens_capped_by_max_num_seqs(run_json):
+    # vLLM caps the default at max_num_seqs x max_model_len: H100 tier 1024 seqs x 4 tokens = 4096 < 8192
+    p = pool(run_json, "qwen3-0.6b", "--gpu", "H100-80GB", "--max-model-len", "4")
+    assert p["max_num_batched_tokens"] == 1024 * 4
+    p = pool(run_json, "qwen3-0.6b", "--gpu", "H100-80GB", "--max-model-len", "4096")
+    assert p["max_num_batched_tokens"] == 8192

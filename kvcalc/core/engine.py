@@ -38,16 +38,24 @@ def backend_block_size(name: str, model: ModelSpec) -> int:
     return size
 
 
-def default_max_num_batched_tokens(gpu_memory_bytes: int | None, gpu_name: str | None, version: str) -> tuple[int, str]:
-    """`vllm serve`'s default scheduler token budget for the device (get_batch_defaults)."""
+def default_max_num_batched_tokens(
+    gpu_memory_bytes: int | None, gpu_name: str | None, version: str, max_model_len: int | None = None
+) -> tuple[int, str]:
+    """`vllm serve`'s default scheduler token budget for the device (get_batch_defaults),
+    capped at max_num_seqs x max_model_len as the engine args do for default settings."""
     if gpu_memory_bytes is None:
-        return 2048, "vLLM serve default for an unknown GPU (2048); pass --gpu or --max-num-batched-tokens"
-    name = (gpu_name or "").lower()
-    if version == "0.33" and gpu_memory_bytes >= 160 * GIB:
-        return 16384, "vLLM 0.33 serve default for GPUs of >= 160 GiB"
-    if gpu_memory_bytes >= 70 * GIB and "a100" not in name:
-        return 8192, "vLLM serve default for GPUs of >= 70 GiB other than A100"
-    return 2048, "vLLM serve default for A100 and GPUs under 70 GiB"
+        tokens, seqs, why = 2048, 256, "vLLM serve default for an unknown GPU (2048); pass --gpu or --max-num-batched-tokens"
+    else:
+        name = (gpu_name or "").lower()
+        if version == "0.33" and gpu_memory_bytes >= 160 * GIB:
+            tokens, seqs, why = 16384, 1024, "vLLM 0.33 serve default for GPUs of >= 160 GiB"
+        elif gpu_memory_bytes >= 70 * GIB and "a100" not in name:
+            tokens, seqs, why = 8192, 1024, "vLLM serve default for GPUs of >= 70 GiB other than A100"
+        else:
+            tokens, seqs, why = 2048, 256, "vLLM serve default for A100 and GPUs under 70 GiB"
+    if max_model_len is not None and seqs * max_model_len < tokens:
+        return seqs * max_model_len, f"{why}, capped at max_num_seqs {seqs} x max_model_len {max_model_len}"
+    return tokens, why
 
 
 def max_concurrent_batches(pp: int, version: str, override: int | None) -> tuple[int, str]:

@@ -56,7 +56,7 @@ def budget_inputs(
             raise PlanError(f"--max-num-batched-tokens must be a positive integer, got {s.max_num_batched_tokens}")
         mnbt, mnbt_src = s.max_num_batched_tokens, "--max-num-batched-tokens"
     else:
-        mnbt, mnbt_src = default_max_num_batched_tokens(total, gpu_name, version)
+        mnbt, mnbt_src = default_max_num_batched_tokens(total, gpu_name, version, max_model_len)
     mcb, mcb_src = max_concurrent_batches(plan.pp, version, s.max_concurrent_batches)
     override = s.num_gpu_blocks_override
     if override is not None and (isinstance(override, bool) or not isinstance(override, int) or override < 1):
