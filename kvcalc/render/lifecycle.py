@@ -112,6 +112,15 @@ def sharing_table(title: str, r: SharingReport, who: str, units: str) -> Table:
     return t
 
 
+def _sharing_facts(r: SharingReport, shared: str, unshared: str, replica_unshared: str, units: str) -> list[tuple[str, str]]:
+    """Per-rank and per-replica lines of a block-sharing report (beams, prefix caching)."""
+    return [
+        ("per rank", f"{_b(r.bytes_per_rank, units)} {shared}; {_b(r.unshared_bytes_per_rank, units)} {unshared} "
+                     f"(saves {_b(r.saved_bytes_per_rank, units)})"),
+        ("per replica", f"{_b(r.bytes_per_replica, units)} ({replica_unshared} {_b(r.unshared_bytes_per_replica, units)})"),
+    ]
+
+
 def lifecycle_document(
     title: str,
     facts: list[tuple[str, str]],
@@ -126,12 +135,8 @@ def lifecycle_document(
     if beams is not None:
         r, info = beams
         sec = Document(f"Beam search: {info['width']} beams, prompt {info['prompt']}, {info['tokens']} positions per beam")
-        sec.facts = [
-            ("per rank", f"{_b(r.bytes_per_rank, units)} with the prompt's full blocks shared; "
-                         f"{_b(r.unshared_bytes_per_rank, units)} if every beam held its own copy "
-                         f"(saves {_b(r.saved_bytes_per_rank, units)})"),
-            ("per replica", f"{_b(r.bytes_per_replica, units)} (without sharing {_b(r.unshared_bytes_per_replica, units)})"),
-        ]
+        sec.facts = _sharing_facts(r, "with the prompt's full blocks shared", "if every beam held its own copy",
+                                   "without sharing", units)
         if r.copies > 1:
             sec.facts.append(("groups", f"{r.copies} independent beam groups (--batch), counted {r.copies} times"))
         sec.tables.append(sharing_table("Blocks per layer, one beam group", r, "beam", units))
@@ -180,12 +185,8 @@ def lifecycle_document(
     if prefix is not None:
         r, info = prefix
         sec = Document(f"Automatic prefix caching: a common prefix of {info['hit']} tokens, {info['requests']} request(s)")
-        sec.facts = [
-            ("per rank", f"{_b(r.bytes_per_rank, units)} with the prefix's full blocks stored once; "
-                         f"{_b(r.unshared_bytes_per_rank, units)} without prefix caching "
-                         f"(saves {_b(r.saved_bytes_per_rank, units)})"),
-            ("per replica", f"{_b(r.bytes_per_replica, units)} (without {_b(r.unshared_bytes_per_replica, units)})"),
-        ]
+        sec.facts = _sharing_facts(r, "with the prefix's full blocks stored once", "without prefix caching",
+                                   "without", units)
         sec.tables.append(sharing_table("Blocks per layer, all requests", r, "request", units))
         sec.notes = [
             "only full blocks are shared: the prefix's partial block is computed and held by every request",
