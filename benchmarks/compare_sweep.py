@@ -16,10 +16,10 @@ ARGS = [*MODELS, "--tp", "1,2,4,8,16", "--kv-dtype", "bfloat16,fp8", "--tokens",
 
 
 def in_process() -> tuple[float, int, int]:
-    from kvcalc.compare import ModelInput, compare, parse_list
+    from kvcalc.app.compare import ModelInput, compare, parse_list
     from kvcalc.render import to_rich
     from kvcalc.render.compare import compare_document, table_width
-    from kvcalc.service import Settings
+    from kvcalc.app.service import Settings
     from kvcalc.sources.resolve import resolve
 
     t0 = time.perf_counter()

@@ -77,7 +77,7 @@ def main() -> int:
     from kvcalc.errors import KvcalcError
     from kvcalc.render import render
     from kvcalc.render.size import size_payload
-    from kvcalc.service import Settings, evaluate
+    from kvcalc.app.service import Settings, evaluate
     from kvcalc.sources.config import spec_from_config
     from kvcalc.sources.presets import all_presets
 

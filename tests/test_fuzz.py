@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from kvcalc.errors import ConfigError, KvcalcError
 from kvcalc.render import render
 from kvcalc.render.size import size_payload
-from kvcalc.service import Settings, evaluate
+from kvcalc.app.service import Settings, evaluate
 from kvcalc.sources import files
 from kvcalc.sources.config import REVIEWED_TYPES, spec_from_config
 from kvcalc.sources.presets import all_presets, bundled_dir, find

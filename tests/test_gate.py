@@ -25,7 +25,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvcalc.cli import build_app
-from kvcalc.gate import EXAMPLE, GateFileError, evaluate_gate, load_gate_text
+from kvcalc.app.gate import EXAMPLE, GateFileError, evaluate_gate, load_gate_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -381,7 +381,7 @@ def test_junit_xml_parses_and_counts_failures(gate, tmp_path):
     suites = {s.get("name"): s for s in root.findall("testsuite")}
     assert suites["a"].get("failures") == "1" and suites["b"].get("failures") == "1"
     failed = {(c.get("classname"), c.get("name")) for c in cases if c.find("failure") is not None}
-    assert failed == {("kvcalc.gate.a", "max_kv_bytes_per_rank"), ("kvcalc.gate.b", "max_bytes_per_token_per_rank")}
+    assert failed == {("kvcalc.app.gate.a", "max_kv_bytes_per_rank"), ("kvcalc.app.gate.b", "max_bytes_per_token_per_rank")}
     assert all(c.get("line") for c in cases)  # each points at the line of its promise
     # written atomically: no temporary file left next to it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["capacity.yaml", "report.xml"]
@@ -734,6 +734,6 @@ def test_stdin_is_read_with_a_dash(gate_app):
 
 
 def test_gate_module_does_not_import_yaml_or_rich_until_needed():
-    code = "import sys, kvcalc.gate, kvcalc.cli.gate, kvcalc.render.gate; print(sorted(m for m in ('yaml', 'rich') if m in sys.modules))"
+    code = "import sys, kvcalc.app.gate, kvcalc.cli.gate, kvcalc.render.gate; print(sorted(m for m in ('yaml', 'rich') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=os.environ)
     assert out.stdout.strip() == "[]"

@@ -220,7 +220,7 @@ def test_mistral_params_json(env):
 
 
 def test_pool_uses_the_checkpoint_bytes(env):
-    pytest.importorskip("kvcalc.sources.budget")
+    pytest.importorskip("kvcalc.app.budget")
     d = size_json(env, "kvtest/llama-sharded", "--gpu", "H100-80GB")
     pool = d["pool"]
     assert pool["weights_bytes_per_rank"] == SHARDED["bytes"]  # 558, from the headers served

@@ -22,7 +22,7 @@ from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
 from kvcalc.core.specs import AttentionSpec, ChunkedLocalSpec, CrossAttentionSpec, SlidingWindowSpec
 from kvcalc.errors import PlanError
-from kvcalc.service import Settings, evaluate
+from kvcalc.app.service import Settings, evaluate
 from kvcalc.sources.config import spec_from_config
 from kvcalc.sources.presets import all_presets
 

@@ -8,7 +8,7 @@ import typer
 
 from kvcalc.cli import options as o
 
-# list-valued versions of the shared flags (same names and aliases; parsed by kvcalc.compare)
+# list-valued versions of the shared flags (same names and aliases; parsed by kvcalc.app.compare)
 Models = Annotated[
     list[str], typer.Argument(help="One or more models: preset names, config.json paths or Hub repo ids")
 ]
@@ -86,11 +86,11 @@ def compare(
     units: o.Units = "iec",
 ) -> None:
     """Compare attention variants (MHA/GQA/MQA), several models, or a sweep over list flags, one row each."""
-    from kvcalc.compare import SWEEP_FLAGS, ModelInput, check_sort, parse_attention, parse_list
-    from kvcalc.compare import compare as build
+    from kvcalc.app.compare import SWEEP_FLAGS, ModelInput, check_sort, parse_attention, parse_list
+    from kvcalc.app.compare import compare as build
     from kvcalc.render import render, to_rich
     from kvcalc.render.compare import compare_document, compare_payload, table_width
-    from kvcalc.service import Settings
+    from kvcalc.app.service import Settings
     from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)

@@ -37,9 +37,9 @@ def fit(
     format: o.Format = "table",
 ) -> None:
     """Search TP x PP (x kv dtype) on a GPU for a target concurrency at max_model_len: fewest GPUs first."""
-    from kvcalc.fit import search
+    from kvcalc.app.fit import search
     from kvcalc.render import Document, Table, render
-    from kvcalc.service import Settings
+    from kvcalc.app.service import Settings
     from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)

@@ -57,7 +57,7 @@ def lifecycle(
     from kvcalc.errors import KvcalcError
     from kvcalc.render import lifecycle as rl
     from kvcalc.render import render
-    from kvcalc.service import evaluate
+    from kvcalc.app.service import evaluate
     from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)

@@ -68,7 +68,7 @@ def probe(
     start-up log (--from-vllm-log). Exit 0 all agree, 1 a disagreement, 3 the probe cannot run here."""
     from kvcalc.probe.report import ProbeReport
     from kvcalc.render import render
-    from kvcalc.service import Settings
+    from kvcalc.app.service import Settings
     from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)

@@ -30,7 +30,7 @@ def ranks(
     """Every rank: global, local, DP, PP and TP rank, its layers, its KV heads and bytes per token."""
     from kvcalc.render import Document, render
     from kvcalc.render.size import ranks_table, size_payload
-    from kvcalc.service import evaluate
+    from kvcalc.app.service import evaluate
     from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)

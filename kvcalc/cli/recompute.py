@@ -71,7 +71,7 @@ def recompute(
     counts = recompute_counts(prompt, gen, continuation=continuation)
     result = None
     if name is not None:
-        from kvcalc.service import Settings, evaluate
+        from kvcalc.app.service import Settings, evaluate
         from kvcalc.sources.resolve import resolve
 
         resolved = resolve(name, revision=revision)

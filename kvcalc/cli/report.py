@@ -111,7 +111,7 @@ def report(
     from kvcalc.errors import KvcalcError
     from kvcalc.render import to_json
     from kvcalc.render.report import render_report
-    from kvcalc.report import ModelInput, build_report, count_evaluations, report_payload
+    from kvcalc.app.report import ModelInput, build_report, count_evaluations, report_payload
     from kvcalc.sources.files import atomic_write_text
     from kvcalc.sources.resolve import resolve
 

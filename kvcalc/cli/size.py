@@ -9,7 +9,7 @@ def register(app: typer.Typer) -> None:
     app.command("size")(size)
 
 def settings_from_flags(**flags):  # noqa: ANN001, ANN201 - the flag names are the Settings names
-    from kvcalc.service import Settings
+    from kvcalc.app.service import Settings
 
     return Settings(**{k: v for k, v in flags.items() if k in Settings.names()})
 
@@ -52,7 +52,7 @@ def size(
     """Bytes per token, per request, per rank and per replica; the KV pool when a GPU is given."""
     from kvcalc.render import render
     from kvcalc.render.size import size_document, size_payload
-    from kvcalc.service import evaluate
+    from kvcalc.app.service import evaluate
     from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)

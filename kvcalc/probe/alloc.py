@@ -130,8 +130,8 @@ def plan_allocation(resolved: Any, settings: Any, *, layers: int | None, blocks:
     """The layout vLLM 0.33 gives the probed layers of one rank (pure: no torch)."""
     from kvcalc.core.footprint import stage_specs
     from kvcalc.core.pool import engine_cache, group_layers
-    from kvcalc.service import cache_settings, check_version, default_block_size, model_dtype
-    from kvcalc.service import plan as make_plan
+    from kvcalc.app.service import cache_settings, check_version, default_block_size, model_dtype
+    from kvcalc.app.service import plan as make_plan
 
     model = resolved.spec
     check_version(settings)

@@ -63,7 +63,7 @@ def _kv_tensor_bytes(worker: Any) -> int | None:
 
 
 def probe_engine(resolved: Any, settings: Any, *, engine: str) -> Check:
-    from kvcalc.service import evaluate
+    from kvcalc.app.service import evaluate
 
     if engine.strip().lower() != "vllm":
         raise KvcalcError(f"--engine {engine!r} is not known; valid: vllm")

@@ -177,7 +177,7 @@ def rules_version(log: VllmLog, given: str | None) -> tuple[str, str]:
 
 def probe_log(resolved: Any, settings: Any, path: str, *, vllm_version_given: str | None,
               tp_given: bool, pp_given: bool, kv_dtype_given: bool) -> Check:
-    from kvcalc.service import evaluate
+    from kvcalc.app.service import evaluate
 
     log = read_log(path)
     version, why_version = rules_version(log, vllm_version_given)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.compare import SORT_KEYS, SWEEP_FLAGS, Comparison, Row, shapes
+from kvcalc.app.compare import SORT_KEYS, SWEEP_FLAGS, Comparison, Row, shapes
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
 from kvcalc.render.size import size_payload

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.gate import GateReport, Outcome, Problem, show, show_margin, show_required
+from kvcalc.app.gate import GateReport, Outcome, Problem, show, show_margin, show_required
 from kvcalc.render import Document, Table, to_markdown
 
 STATUS = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}
@@ -155,7 +155,7 @@ def junit_xml(report: GateReport, units: str = "iec") -> str:
             time="0",
         )
         for o in outcomes:
-            case = ET.SubElement(suite, "testcase", name=o.promise, classname=f"kvcalc.gate.{name}", time="0")
+            case = ET.SubElement(suite, "testcase", name=o.promise, classname=f"kvcalc.app.gate.{name}", time="0")
             case.set("file", report.path)
             if o.line:
                 case.set("line", str(o.line))
@@ -183,7 +183,7 @@ def junit_problems(path: str, problems: list[Problem] | tuple[Problem, ...]) -> 
     root = ET.Element("testsuites", name="kvcalc gate", tests=n, failures="0", errors=n, time="0")
     suite = ET.SubElement(root, "testsuite", name=f"gate file {path}", tests=n, failures="0", errors=n, skipped="0", time="0")
     for i, p in enumerate(problems, 1):
-        case = ET.SubElement(suite, "testcase", name=f"problem {i}", classname="kvcalc.gate.file", time="0")
+        case = ET.SubElement(suite, "testcase", name=f"problem {i}", classname="kvcalc.app.gate.file", time="0")
         case.set("file", path)
         if p.line:
             case.set("line", str(p.line))

@@ -8,7 +8,7 @@ from typing import Any
 from kvcalc.core.footprint import Footprint
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
-from kvcalc.service import SizeResult
+from kvcalc.app.service import SizeResult
 
 
 def layer_groups(fp: Footprint) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from kvcalc.core.units import format_bytes, parse_size
 from kvcalc.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_USAGE, KvcalcError
-from kvcalc.service import Settings
+from kvcalc.app.service import Settings
 from kvcalc.sources.files import read_limited
 
 MAX_FILE_BYTES = 1 << 20  # a gate file is a few KiB; 1 MiB leaves room for thousands of deployments
@@ -781,7 +781,7 @@ class _Probe:
         self.cache: dict[tuple, Any] = {}
 
     def run(self, **changes: Any) -> Any:
-        from kvcalc.service import evaluate
+        from kvcalc.app.service import evaluate
 
         key = tuple(sorted(changes.items()))
         if key not in self.cache:
@@ -890,7 +890,7 @@ def evaluate_gate(gate: GateFile, *, units: str = "iec", resolver: Any = None) -
             continue
         probe = _Probe(resolved, d.settings)
         try:
-            from kvcalc.service import evaluate
+            from kvcalc.app.service import evaluate
 
             result = evaluate(resolved.spec, d.settings, checkpoint=resolved.checkpoint)
         except KvcalcError as exc:

@@ -27,7 +27,7 @@ def _size(value: Any, flag: str) -> int | None:
 
 def budget_inputs(
     model: ModelSpec,
-    s: Any,  # kvcalc.service.Settings
+    s: Any,  # kvcalc.app.service.Settings
     plan: ParallelPlan,
     cache: CacheSettings,
     max_model_len: int,

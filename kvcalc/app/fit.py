@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kvcalc.core.model import ModelSpec
 from kvcalc.errors import KvcalcError
-from kvcalc.service import Settings, evaluate
+from kvcalc.app.service import Settings, evaluate
 
 
 @dataclass(frozen=True)

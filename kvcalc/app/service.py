@@ -233,7 +233,7 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
             notes.append(f"vLLM does not serve {model.model_type}: no pool figures")
         else:
             from kvcalc.core.pool import pool_report
-            from kvcalc.sources.budget import budget_inputs
+            from kvcalc.app.budget import budget_inputs
 
             inputs = budget_inputs(model, s, p, cache, mml, version, checkpoint)
             pool = pool_report(model, p, cache, inputs)

@@ -1,6 +1,6 @@
 """`kvcalc report`: everything a capacity review shows, collected as data (no I/O).
 
-Every figure comes from ``kvcalc.service.evaluate`` with one ``Settings``: the main
+Every figure comes from ``kvcalc.app.service.evaluate`` with one ``Settings``: the main
 evaluation, then sweeps that change one knob at a time (the request length, the
 max_model_len the pool is planned for, the TP size, the KV cache dtype). Rendering lives in
 ``kvcalc.render.report``; the charts' SVG in ``kvcalc.render.svg``.
@@ -15,7 +15,7 @@ from typing import Any
 
 from kvcalc.core.model import ModelSpec
 from kvcalc.errors import KvcalcError
-from kvcalc.service import Settings, SizeResult, evaluate
+from kvcalc.app.service import Settings, SizeResult, evaluate
 
 TP_SIZES = (1, 2, 4, 8, 16)
 CONTEXT_POINTS = 48  # evenly spaced request lengths for the KV-vs-context curve

@@ -2,7 +2,7 @@
 
 A comparison is a cartesian product: models (as given) x settings combinations (one
 value of every list flag) x attention variants (hypothetical N_kv). Every row is one
-``kvcalc.service.evaluate`` call; a combination the model cannot take (TP that does not
+``kvcalc.app.service.evaluate`` call; a combination the model cannot take (TP that does not
 divide its heads, an MLA model asked for MHA) stays as a row holding the reason.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from kvcalc.core.model import ModelSpec
 from kvcalc.errors import KvcalcError
-from kvcalc.service import Settings, SizeResult, evaluate
+from kvcalc.app.service import Settings, SizeResult, evaluate
 
 # settings that take a comma-separated list: setting name -> (flag, element type), in the
 # order the product nests them (the first varies slowest)

@@ -1,0 +1,1 @@
+"""The use cases: settings -> evaluation, compare, fit, gate evaluation, report data."""
