@@ -8,6 +8,18 @@ EXIT_USAGE = 2  # bad flag, bad config, bad file: the input is wrong
 EXIT_CANNOT_RUN = 3  # the probe cannot run here (no torch, no CUDA, no memory)
 
 
+_MARK = "\x1f"  # brackets a setting's name inside a message (a control character no input keeps)
+FLAG = "flag"  # name a setting as the command line spells it: --kv-dtype
+KEY = "key"  # name a setting as a gate file spells it: kv_dtype
+
+
+def named(name: str) -> str:
+    """A setting inside an error message, kept as data: shown as ``--kv-dtype`` on the command
+    line and as ``kv_dtype`` in a gate file (``KvcalcError.text``). ``name`` is the setting's
+    name (``kvcalc.app.settings``), whose primary flag is ``--`` + name with ``_`` -> ``-``."""
+    return f"{_MARK}{name}{_MARK}"
+
+
 class KvcalcError(Exception):
     """A problem the user can fix. The message is one line naming the flag or field."""
 
@@ -17,6 +29,21 @@ class KvcalcError(Exception):
         super().__init__(message)
         if exit_code is not None:
             self.exit_code = exit_code
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """The settings the message names, in order."""
+        return tuple(str(self.args[0]).split(_MARK)[1::2]) if self.args else ()
+
+    def text(self, style: str = FLAG) -> str:
+        """The message with each setting named in ``style`` (FLAG or KEY)."""
+        parts = str(self.args[0]).split(_MARK) if self.args else [""]
+        for i in range(1, len(parts), 2):
+            parts[i] = "--" + parts[i].replace("_", "-") if style == FLAG else parts[i]
+        return "".join(parts)
+
+    def __str__(self) -> str:
+        return self.text(FLAG)
 
     @property
     def message(self) -> str:

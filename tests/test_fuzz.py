@@ -526,11 +526,6 @@ def test_preset_lookups_never_read_outside_the_preset_folders(cli, tmp_path, mon
 
 # ------------------------------------------------------------------ the gate loader
 
-gate_available = pytest.mark.skipif(
-    not (Path(__file__).parent.parent / "kvcalc" / "gate.py").exists(), reason="kvcalc/gate.py does not exist yet"
-)
-
-
 @pytest.fixture(scope="module")
 def gate_cli():
     from kvcalc.cli import build_app
@@ -564,7 +559,6 @@ BILLION_LAUGHS = "\n".join(
 QUADRATIC = "x: &x [" + ",".join(["1"] * 1000) + "]\ny: [" + ",".join(["*x"] * 190) + "]\n"
 
 
-@gate_available
 @pytest.mark.parametrize(
     "text,needle",
     [
@@ -605,7 +599,6 @@ def test_hostile_gate_files(gate_cli, tmp_path, text, needle):
     assert not (tmp_path / "pwned").exists()
 
 
-@gate_available
 def test_gate_tags_never_run_code(gate_cli, tmp_path):
     target = tmp_path / "pwned"
     for tag in ("!!python/object/apply:os.makedirs", "!!python/object/new:os.makedirs"):
@@ -615,7 +608,6 @@ def test_gate_tags_never_run_code(gate_cli, tmp_path):
         assert code == 2 and not target.exists(), err
 
 
-@gate_available
 def test_gate_bad_files(gate_cli, tmp_path):
     folder = tmp_path / "folder.yaml"
     folder.mkdir()
@@ -644,7 +636,6 @@ def _example_gate() -> dict:
     return yaml.safe_load(text)
 
 
-@gate_available
 @settings(max_examples=40 * SCALE, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_mutated_gate_files(gate_cli, tmp_path, data):
@@ -690,7 +681,6 @@ def test_a_config_device_is_read_only_up_to_the_limit_in_a_capped_process():
     assert out.returncode == 2 and out.stderr.startswith("kvcalc: error: config file '/dev/zero' holds more than")
 
 
-@gate_available
 def test_a_gate_device_is_read_only_up_to_the_limit():
     out = _limited_run(["gate", "/dev/zero"])
     assert out.returncode == 2 and out.stderr.startswith("kvcalc: error:"), (out.returncode, out.stderr)

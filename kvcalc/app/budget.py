@@ -15,7 +15,7 @@ from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
 from kvcalc.core.units import format_bytes, parse_size
 from kvcalc.core.weights import estimate_weights
-from kvcalc.errors import PlanError
+from kvcalc.errors import PlanError, named
 
 MIB = 1 << 20
 DEFAULT_UTILIZATION = 0.92
@@ -42,25 +42,25 @@ def budget_inputs(
         gpu = find_gpu(s.gpu)
         gpu_name, total, total_source = gpu.name, gpu.memory_bytes, f"catalog {gpu.name}: {gpu.source}"
     if s.gpu_memory is not None:
-        total = parse_size(s.gpu_memory, "--gpu-memory")
+        total = parse_size(s.gpu_memory, named("gpu_memory"))
         total_source = "--gpu-memory"
         if total <= 0:
-            raise PlanError("--gpu-memory must be larger than 0")
+            raise PlanError(f"{named('gpu_memory')} must be larger than 0")
     util = DEFAULT_UTILIZATION if s.gpu_memory_utilization is None else s.gpu_memory_utilization
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not (0 < util <= 1) or util != util:
-        raise PlanError(f"--gpu-memory-utilization must be in (0, 1], got {util!r}")
+        raise PlanError(f"{named('gpu_memory_utilization')} must be in (0, 1], got {util!r}")
     util = float(util)
 
     if s.max_num_batched_tokens is not None:
         if s.max_num_batched_tokens < 1:
-            raise PlanError(f"--max-num-batched-tokens must be a positive integer, got {s.max_num_batched_tokens}")
+            raise PlanError(f"{named('max_num_batched_tokens')} must be a positive integer, got {s.max_num_batched_tokens}")
         mnbt, mnbt_src = s.max_num_batched_tokens, "--max-num-batched-tokens"
     else:
         mnbt, mnbt_src = default_max_num_batched_tokens(total, gpu_name, version, max_model_len)
     mcb, mcb_src = max_concurrent_batches(plan.pp, version, s.max_concurrent_batches)
     override = s.num_gpu_blocks_override
     if override is not None and (isinstance(override, bool) or not isinstance(override, int) or override < 1):
-        raise PlanError(f"--num-gpu-blocks-override must be a positive integer, got {override!r}")
+        raise PlanError(f"{named('num_gpu_blocks_override')} must be a positive integer, got {override!r}")
 
     common = dict(
         vllm_version=version,
@@ -74,10 +74,10 @@ def budget_inputs(
         num_gpu_blocks_override=override,
         disable_hybrid=bool(s.disable_hybrid_kv_cache_manager),
     )
-    kv_mem = _size(s.kv_cache_memory, "--kv-cache-memory")
+    kv_mem = _size(s.kv_cache_memory, named("kv_cache_memory"))
     if kv_mem is not None:
         if kv_mem <= 0:
-            raise PlanError("--kv-cache-memory must be larger than 0")
+            raise PlanError(f"{named('kv_cache_memory')} must be larger than 0")
         terms = tuple((BudgetTerm("KV cache memory per GPU", kv_mem, "--kv-cache-memory (budget bypassed)"),) for _ in range(plan.pp))
         notes.append("--kv-cache-memory set: gpu_memory_utilization and the profiled terms are ignored, as vLLM does")
         return PoolInputs(
@@ -87,11 +87,11 @@ def budget_inputs(
         if override is not None:
             terms = tuple((BudgetTerm("KV cache memory per GPU", 0, "--num-gpu-blocks-override decides"),) for _ in range(plan.pp))
             return PoolInputs(available_per_stage=(0,) * plan.pp, terms=terms, notes=tuple(notes), **common)
-        raise PlanError("the pool needs --gpu, --gpu-memory or --kv-cache-memory")
+        raise PlanError(f"the pool needs {named('gpu')}, {named('gpu_memory')} or {named('kv_cache_memory')}")
 
     requested = math.ceil(total * util)  # vLLM request_memory: ceil(total x utilization)
     est = estimate_weights(model, plan)
-    weights_flag = _size(s.weights_bytes, "--weights-bytes")
+    weights_flag = _size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is not None or (checkpoint and checkpoint.get("bytes")):
         whole = weights_flag if weights_flag is not None else int(checkpoint["bytes"])
         src = "--weights-bytes" if weights_flag is not None else f"checkpoint metadata ({checkpoint.get('source', 'safetensors')})"
@@ -102,7 +102,7 @@ def budget_inputs(
     else:
         weights = est.bytes_per_stage
         src = f"{est.method}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
-    act = _size(s.activation_bytes, "--activation-bytes")
+    act = _size(s.activation_bytes, named("activation_bytes"))
     act_src = "--activation-bytes"
     if act is None:
         from kvcalc.core.weights import arch_int
@@ -117,12 +117,12 @@ def budget_inputs(
             "estimate: max_num_batched_tokens x (4 x hidden + 2 x intermediate / TP) x dtype + 256 sequences of fp32 "
             "logits (vLLM profiles the real peak; pass --activation-bytes from its log)"
         )
-    over = _size(s.overhead_bytes, "--overhead-bytes")
+    over = _size(s.overhead_bytes, named("overhead_bytes"))
     over_src = "--overhead-bytes"
     if over is None:
         over = 512 * MIB + (256 * MIB if plan.tp * plan.pp > 1 else 0)
         over_src = "estimate: CUDA context 512 MiB (+256 MiB NCCL buffers when TP x PP > 1); pass --overhead-bytes"
-    graph = _size(s.cudagraph_bytes, "--cudagraph-bytes")
+    graph = _size(s.cudagraph_bytes, named("cudagraph_bytes"))
     graph_src = "--cudagraph-bytes"
     if graph is None:
         graph = 512 * MIB
@@ -135,8 +135,8 @@ def budget_inputs(
         if w > requested:
             raise PlanError(
                 f"weights on one GPU of PP stage {stage} ({format_bytes(w)}, {src.split(':')[0]}) exceed the memory vLLM may "
-                f"use ({format_bytes(requested)} = {util} x {format_bytes(total)}); use more GPUs (--tp/--pp), a larger GPU "
-                "or a higher --gpu-memory-utilization"
+                f"use ({format_bytes(requested)} = {util} x {format_bytes(total)}); use more GPUs ({named('tp')}/{named('pp')}), a larger GPU "
+                f"or a higher {named('gpu_memory_utilization')}"
             )
         kv = requested - w - act - over - graph
         available.append(kv)

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from kvcalc.core.model import ModelSpec
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import KvcalcError, named
 from kvcalc.app.service import Settings, evaluate
 
 
@@ -68,7 +68,7 @@ def search(
     if max_gpus < 1:
         raise KvcalcError(f"--max-gpus must be a positive integer, got {max_gpus}")
     if not base.has_pool:
-        raise KvcalcError("kvcalc fit needs --gpu, --gpu-memory or --kv-cache-memory")
+        raise KvcalcError(f"kvcalc fit needs {named('gpu')}, {named('gpu_memory')} or {named('kv_cache_memory')}")
     out: list[Candidate] = []
     for kv in kv_dtypes:
         for tp in powers_of_two(max_gpus):

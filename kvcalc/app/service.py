@@ -12,66 +12,12 @@ from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
-from kvcalc.core.record import field, fields, record, replace
-from kvcalc.errors import KvcalcError, PlanError
+from kvcalc.core.record import record
+from kvcalc.app.settings import ALIASES, DEFAULT_VLLM_VERSION, TABLE, Settings
+from kvcalc.errors import KvcalcError, PlanError, named
 
-VLLM_VERSIONS = ("0.33", "0.20")
-DEFAULT_VLLM_VERSION = "0.33"
+VLLM_VERSIONS = (DEFAULT_VLLM_VERSION, "0.20")
 MAX_BATCH = 1_000_000
-
-
-@record
-class Settings:
-    """Every knob, named as the command-line flag (without dashes, '-' -> '_')."""
-
-    # parallel plan
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    pp_layers: str | None = None
-    gpus_per_node: int = 8
-    # cache
-    kv_dtype: str = "auto"
-    dtype: str | None = None
-    block_size: int | None = None
-    max_model_len: int | None = None
-    encoder_tokens: int | None = None
-    vllm_version: str = DEFAULT_VLLM_VERSION
-    # traffic
-    tokens: int | None = None
-    requests: str | None = None
-    batch: int | None = None
-    prompt: int | None = None
-    gen: int | None = None
-    continuation: bool = False
-    # pool (see kvcalc.core.pool)
-    gpu: str | None = None
-    gpu_memory: str | None = None
-    gpu_memory_utilization: float | None = None
-    kv_cache_memory: str | None = None
-    weights_bytes: str | None = None
-    activation_bytes: str | None = None
-    overhead_bytes: str | None = None
-    cudagraph_bytes: str | None = None
-    max_num_batched_tokens: int | None = None
-    num_gpu_blocks_override: int | None = None
-    max_concurrent_batches: int | None = None
-    disable_hybrid_kv_cache_manager: bool = False
-    attention_backend: str | None = None
-    extra: dict = field(default_factory=dict, compare=False)
-
-    def with_(self, **changes: Any) -> Settings:
-        return replace(self, **changes)
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls) if f.name != "extra")
-
-    @property
-    def has_pool(self) -> bool:
-        return any(
-            v is not None for v in (self.gpu, self.gpu_memory, self.kv_cache_memory, self.num_gpu_blocks_override)
-        )
 
 
 def _nonneg(value: Any, flag: str) -> int:
@@ -103,10 +49,10 @@ def parse_int_list(text: str, flag: str) -> tuple[int, ...]:
 def max_model_len(model: ModelSpec, s: Settings) -> int:
     if s.max_model_len is None:
         return model.max_model_len
-    n = _positive(s.max_model_len, "--max-model-len")
+    n = _positive(s.max_model_len, named("max_model_len"))
     if n > model.max_model_len and model.vllm_supported:
         raise PlanError(
-            f"--max-model-len {n} is larger than {model.name}'s maximum length {model.max_model_len} "
+            f"{named('max_model_len')} {n} is larger than {model.name}'s maximum length {model.max_model_len} "
             "(derived from its config, as vLLM does); give at most that"
         )
     return n
@@ -116,20 +62,20 @@ def traffic(model: ModelSpec, s: Settings) -> Traffic:
     """The requests measured, from --tokens / --requests / --batch / --prompt --gen."""
     given = [n for n, v in (("--tokens", s.tokens), ("--requests", s.requests), ("--prompt", s.prompt)) if v is not None]
     if len(given) > 1:
-        raise PlanError(f"give one of --tokens, --requests, --prompt/--gen, not {' and '.join(given)}")
+        raise PlanError(f"give one of {named('tokens')}, {named('requests')}, {named('prompt')}/{named('gen')}, not {' and '.join(given)}")
     if s.gen is not None and s.prompt is None:
-        raise PlanError("--gen needs --prompt (the cache holds prompt + gen - 1 positions)")
-    batch = 1 if s.batch is None else _positive(s.batch, "--batch")
+        raise PlanError(f"{named('gen')} needs {named('prompt')} (the cache holds prompt + gen - 1 positions)")
+    batch = 1 if s.batch is None else _positive(s.batch, named("batch"))
     if batch > MAX_BATCH:  # every request is listed: 10**8 of them would take minutes and gigabytes
-        raise PlanError(f"--batch {batch} is more requests than kvcalc lists one by one (limit {MAX_BATCH:,})")
+        raise PlanError(f"{named('batch')} {batch} is more requests than kvcalc lists one by one (limit {MAX_BATCH:,})")
     if s.requests is not None:
         if s.batch is not None:
-            raise PlanError("--batch repeats one length; with --requests list every request instead")
-        reqs = parse_int_list(s.requests, "--requests")
+            raise PlanError(f"{named('batch')} repeats one length; with {named('requests')} list every request instead")
+        reqs = parse_int_list(s.requests, named("requests"))
         return Traffic(reqs, f"{len(reqs)} requests of {', '.join(map(str, reqs))} tokens")
     if s.prompt is not None:
-        p = _nonneg(s.prompt, "--prompt")
-        g = _nonneg(s.gen if s.gen is not None else 1, "--gen")
+        p = _nonneg(s.prompt, named("prompt"))
+        g = _nonneg(s.gen if s.gen is not None else 1, named("gen"))
         if s.continuation:
             t, why = p + g, f"prompt {p} + gen {g} = {p + g} positions (kept for a continuation)"
         else:
@@ -137,7 +83,7 @@ def traffic(model: ModelSpec, s: Settings) -> Traffic:
             why = f"prompt {p} + gen {g} - 1 = {t} positions (the last token is never fed back)"
         return Traffic((t,) * batch, f"{batch} x ({why})" if batch > 1 else why)
     if s.tokens is not None:
-        t = _nonneg(s.tokens, "--tokens")
+        t = _nonneg(s.tokens, named("tokens"))
         return Traffic((t,) * batch, f"{batch} requests of {t} tokens" if batch > 1 else f"1 request of {t} tokens")
     t = max_model_len(model, s)
     return Traffic((t,) * batch, f"{batch} request(s) of max_model_len {t} tokens (no --tokens given)")
@@ -146,11 +92,11 @@ def traffic(model: ModelSpec, s: Settings) -> Traffic:
 def plan(s: Settings) -> ParallelPlan:
     partition = parse_partition(s.pp_layers) if s.pp_layers else None
     return ParallelPlan(
-        tp=_positive(s.tp, "--tp"),
-        pp=_positive(s.pp, "--pp"),
-        dp=_positive(s.dp, "--dp"),
+        tp=_positive(s.tp, named("tp")),
+        pp=_positive(s.pp, named("pp")),
+        dp=_positive(s.dp, named("dp")),
         pp_layers=partition,
-        gpus_per_node=_positive(s.gpus_per_node, "--gpus-per-node"),
+        gpus_per_node=_positive(s.gpus_per_node, named("gpus_per_node")),
     )
 
 
@@ -159,7 +105,7 @@ def model_dtype(model: ModelSpec, s: Settings) -> str:
         return model.dtype
     dt = normalize_model_dtype(s.dtype)
     if dt is None:
-        raise PlanError(f"--dtype {s.dtype!r} is not known; valid: auto, {', '.join(MODEL_DTYPES)}")
+        raise PlanError(f"{named('dtype')} {s.dtype!r} is not known; valid: auto, {', '.join(MODEL_DTYPES)}")
     return dt
 
 
@@ -167,7 +113,7 @@ def check_version(s: Settings) -> str:
     v = str(s.vllm_version).strip()
     v = {"0.33.0": "0.33", "0.20.0": "0.20", "0.20.2": "0.20", "v0.33": "0.33", "v0.20": "0.20"}.get(v, v)
     if v not in VLLM_VERSIONS:
-        raise PlanError(f"--vllm-version {s.vllm_version!r} has no rules in kvcalc; valid: {', '.join(VLLM_VERSIONS)}")
+        raise PlanError(f"{named('vllm_version')} {s.vllm_version!r} has no rules in kvcalc; valid: {', '.join(VLLM_VERSIONS)}")
     return v
 
 
@@ -186,7 +132,7 @@ def cache_settings(model: ModelSpec, s: Settings, *, block_size: int) -> CacheSe
 def default_block_size(model: ModelSpec, s: Settings) -> int:
     """16 (vLLM's default) unless --block-size or an MLA backend that needs another."""
     if s.block_size is not None:
-        return _positive(s.block_size, "--block-size")
+        return _positive(s.block_size, named("block_size"))
     if s.attention_backend:
         from kvcalc.core.engine import backend_block_size
 
@@ -211,8 +157,8 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
         from kvcalc.sources.config import with_encoder_tokens
 
         if not model.encoder_decoder:
-            raise PlanError(f"--encoder-tokens applies to encoder-decoder models; {model.name} is decoder-only")
-        model = with_encoder_tokens(model, _positive(s.encoder_tokens, "--encoder-tokens"))
+            raise PlanError(f"{named('encoder_tokens')} applies to encoder-decoder models; {model.name} is decoder-only")
+        model = with_encoder_tokens(model, _positive(s.encoder_tokens, named("encoder_tokens")))
     version = check_version(s)
     mml = max_model_len(model, s)
     bs = default_block_size(model, s)

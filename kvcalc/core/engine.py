@@ -8,7 +8,7 @@ backends' supported kernel block sizes (``v1/attention/backends/*``).
 from __future__ import annotations
 
 from kvcalc.core.model import ModelSpec
-from kvcalc.errors import PlanError
+from kvcalc.errors import PlanError, named
 
 GIB = 1 << 30
 
@@ -30,11 +30,11 @@ BACKENDS: dict[str, tuple[int, bool]] = {
 def backend_block_size(name: str, model: ModelSpec) -> int:
     key = name.strip().upper().replace("-", "_")
     if key not in BACKENDS:
-        raise PlanError(f"--attention-backend {name!r} is not known; valid: {', '.join(BACKENDS)}")
+        raise PlanError(f"{named('attention_backend')} {name!r} is not known; valid: {', '.join(BACKENDS)}")
     size, mla_backend = BACKENDS[key]
     if mla_backend != model.mla:
         kind = "an MLA" if mla_backend else "a non-MLA"
-        raise PlanError(f"--attention-backend {key} is {kind} backend; {model.name} uses {model.attention}")
+        raise PlanError(f"{named('attention_backend')} {key} is {kind} backend; {model.name} uses {model.attention}")
     return size
 
 
@@ -62,7 +62,7 @@ def max_concurrent_batches(pp: int, version: str, override: int | None) -> tuple
     """Batches in flight: 0.33 async scheduling with model runner V2 keeps pp + 1."""
     if override is not None:
         if override < 1:
-            raise PlanError(f"--max-concurrent-batches must be a positive integer, got {override}")
+            raise PlanError(f"{named('max_concurrent_batches')} must be a positive integer, got {override}")
         return override, "--max-concurrent-batches"
     if version == "0.20":
         return 1, "vLLM 0.20 reserves max_num_batched_tokens (no concurrency factor)"

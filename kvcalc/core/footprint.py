@@ -21,7 +21,7 @@ from kvcalc.core.specs import (
     StateTensor,
     cdiv,
 )
-from kvcalc.errors import PlanError
+from kvcalc.errors import PlanError, named
 
 
 @record
@@ -36,7 +36,7 @@ class CacheSettings:
 
     def __post_init__(self) -> None:
         if not isinstance(self.block_size, int) or self.block_size < 1:
-            raise PlanError(f"--block-size must be a positive integer, got {self.block_size!r}")
+            raise PlanError(f"{named('block_size')} must be a positive integer, got {self.block_size!r}")
 
 
 def resolve_kv_dtype(name: str, model: ModelSpec, model_dtype: str | None = None) -> KVDtype:
@@ -47,10 +47,10 @@ def resolve_kv_dtype(name: str, model: ModelSpec, model_dtype: str | None = None
         return KVDtype(dt, MODEL_DTYPES[dt], note="auto: the model dtype")
     if key not in KV_DTYPES:
         valid = ", ".join(("auto", *KV_DTYPES))
-        raise PlanError(f"--kv-dtype {name!r} is not known; valid: {valid}")
+        raise PlanError(f"{named('kv_dtype')} {name!r} is not known; valid: {valid}")
     dt = KV_DTYPES[key]
     if dt.mla_only and not model.mla:
-        raise PlanError(f"--kv-dtype {key} is only for MLA models; {model.name} uses {model.attention}")
+        raise PlanError(f"{named('kv_dtype')} {key} is only for MLA models; {model.name} uses {model.attention}")
     return dt
 
 
@@ -65,7 +65,7 @@ def layer_spec(layer: LayerArch, tp: int, cache: CacheSettings) -> CacheSpec:
             if t.split_dim >= 0:
                 if shape[t.split_dim] % tp:
                     raise PlanError(
-                        f"--tp {tp} does not divide a state dimension of {shape[t.split_dim]} "
+                        f"{named('tp')} {tp} does not divide a state dimension of {shape[t.split_dim]} "
                         f"in layer {layer.layer}; valid: a divisor of it"
                     )
                 shape[t.split_dim] //= tp
@@ -106,12 +106,12 @@ def check_tp(model: ModelSpec, tp: int) -> tuple[int, bool]:
     Returns (KV heads per rank, replicated)."""
     if model.num_attention_heads and model.num_attention_heads % tp:
         raise PlanError(
-            f"--tp {tp} does not divide the model's {model.num_attention_heads} attention heads "
+            f"{named('tp')} {tp} does not divide the model's {model.num_attention_heads} attention heads "
             f"(vLLM: Total number of attention heads must be divisible by tensor parallel size)"
         )
     for what, count in model.tp_divisors:
         if count % tp:
-            raise PlanError(f"--tp {tp} does not divide the model's {count} {what}; valid: a divisor of {count}")
+            raise PlanError(f"{named('tp')} {tp} does not divide the model's {count} {what}; valid: a divisor of {count}")
     if model.mla:
         return 1, tp > 1
     if not model.num_kv_heads:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.errors import PlanError
+from kvcalc.errors import PlanError, named
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -52,4 +52,4 @@ def find_gpu(name: str) -> Gpu:
     for gpu in CATALOG:
         if key == _norm(gpu.name) or key in (_norm(a) for a in gpu.aliases):
             return gpu
-    raise PlanError(f"--gpu {name!r} is not in the catalog; known: {', '.join(g.name for g in CATALOG)} (or give --gpu-memory)")
+    raise PlanError(f"{named('gpu')} {name!r} is not in the catalog; known: {', '.join(g.name for g in CATALOG)} (or give {named('gpu_memory')})")

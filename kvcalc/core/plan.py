@@ -5,7 +5,7 @@ holds, and how global / local / DP / PP / TP ranks relate (vLLM's layout DP x PP
 from __future__ import annotations
 
 from kvcalc.core.record import record
-from kvcalc.errors import PlanError
+from kvcalc.errors import PlanError, named
 
 
 @record
@@ -17,11 +17,11 @@ class ParallelPlan:
     gpus_per_node: int = 8
 
     def __post_init__(self) -> None:
-        for flag, value in (("--tp", self.tp), ("--pp", self.pp), ("--dp", self.dp)):
+        for flag, value in ((named("tp"), self.tp), (named("pp"), self.pp), (named("dp"), self.dp)):
             if not isinstance(value, int) or value < 1:
                 raise PlanError(f"{flag} must be a positive integer, got {value!r}")
         if self.gpus_per_node < 1:
-            raise PlanError(f"--gpus-per-node must be a positive integer, got {self.gpus_per_node!r}")
+            raise PlanError(f"{named('gpus_per_node')} must be a positive integer, got {self.gpus_per_node!r}")
 
     @property
     def world_size(self) -> int:
@@ -41,17 +41,17 @@ def pp_ranges(num_layers: int, pp: int, partition: tuple[int, ...] | None = None
     """
     if partition is not None:
         if len(partition) != pp:
-            raise PlanError(f"--pp-layers has {len(partition)} entries but --pp is {pp}: give one count per stage")
+            raise PlanError(f"{named('pp_layers')} has {len(partition)} entries but {named('pp')} is {pp}: give one count per stage")
         if any(p < 0 for p in partition):
-            raise PlanError(f"--pp-layers entries must be non-negative, got {','.join(map(str, partition))}")
+            raise PlanError(f"{named('pp_layers')} entries must be non-negative, got {','.join(map(str, partition))}")
         if sum(partition) != num_layers:
             raise PlanError(
-                f"--pp-layers sums to {sum(partition)} but the model has {num_layers} layers: the counts must add up"
+                f"{named('pp_layers')} sums to {sum(partition)} but the model has {num_layers} layers: the counts must add up"
             )
         sizes = list(partition)
     else:
         if pp > num_layers:
-            raise PlanError(f"--pp {pp} is larger than the model's {num_layers} layers")
+            raise PlanError(f"{named('pp')} {pp} is larger than the model's {num_layers} layers")
         base, rem = divmod(num_layers, pp)
         sizes = [base] * pp
         for i in range(rem):
@@ -69,7 +69,7 @@ def parse_partition(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(p) for p in parts)
     except ValueError:
-        raise PlanError(f"--pp-layers must be comma-separated integers like 15,16,15,15, got {text!r}") from None
+        raise PlanError(f"{named('pp_layers')} must be comma-separated integers like 15,16,15,15, got {text!r}") from None
     return values
 
 
@@ -80,13 +80,13 @@ def kv_heads_per_rank(total_kv_heads: int, tp: int, *, what: str = "KV heads") -
     if total_kv_heads >= tp:
         if total_kv_heads % tp:
             raise PlanError(
-                f"--tp {tp} does not divide the model's {total_kv_heads} {what}; "
+                f"{named('tp')} {tp} does not divide the model's {total_kv_heads} {what}; "
                 f"valid: a divisor of {total_kv_heads} or a multiple of it"
             )
         return total_kv_heads // tp, False
     if tp % total_kv_heads:
         raise PlanError(
-            f"--tp {tp} is neither a divisor nor a multiple of the model's {total_kv_heads} {what}; "
+            f"{named('tp')} {tp} is neither a divisor nor a multiple of the model's {total_kv_heads} {what}; "
             f"valid: a divisor of {total_kv_heads} or a multiple of it"
         )
     return 1, True

@@ -24,7 +24,7 @@ from kvcalc.core.specs import (
     SlidingWindowSpec,
     cdiv,
 )
-from kvcalc.errors import PlanError
+from kvcalc.errors import PlanError, named
 
 GIB = 1 << 30
 DOCS = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
@@ -96,10 +96,10 @@ def _promote_local(specs: list[CacheSpec]) -> list[CacheSpec]:
         return specs
     if "mamba" in kinds:
         raise PlanError(
-            "--disable-hybrid-kv-cache-manager cannot unify mamba and attention layers (vLLM raises); drop the flag"
+            f"{named('disable_hybrid_kv_cache_manager')} cannot unify mamba and attention layers (vLLM raises); drop the flag"
         )
     if "full" not in kinds:
-        raise PlanError("--disable-hybrid-kv-cache-manager needs full-attention layers to unify with; drop the flag")
+        raise PlanError(f"{named('disable_hybrid_kv_cache_manager')} needs full-attention layers to unify with; drop the flag")
     out: list[CacheSpec] = []
     for s in specs:
         if isinstance(s, (SlidingWindowSpec, ChunkedLocalSpec)):

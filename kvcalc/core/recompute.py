@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import KvcalcError, named
 
 
 def _sum_squares(n: int) -> int:
@@ -66,9 +66,9 @@ class RecomputeCounts:
 def recompute_counts(prompt: int, gen: int, *, continuation: bool = False) -> RecomputeCounts:
     """Counts for a prompt of ``prompt`` tokens generating ``gen`` tokens."""
     if isinstance(prompt, bool) or not isinstance(prompt, int) or prompt < 1:
-        raise KvcalcError(f"--prompt must be a positive integer (prompt tokens), got {prompt!r}")
+        raise KvcalcError(f"{named('prompt')} must be a positive integer (prompt tokens), got {prompt!r}")
     if isinstance(gen, bool) or not isinstance(gen, int) or gen < 1:
-        raise KvcalcError(f"--gen must be a positive integer (generated tokens, at least 1), got {gen!r}")
+        raise KvcalcError(f"{named('gen')} must be a positive integer (generated tokens, at least 1), got {gen!r}")
     p, g = prompt, gen
     positions_no_cache = g * p + g * (g - 1) // 2
     # squares of P .. P+G-1

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
-from kvcalc.errors import ConfigError
+from kvcalc.errors import ConfigError, named
 
 MAX_ARCH_NUMBER = 1 << 40  # no real architecture number is larger (as kvcalc.sources.config)
 
@@ -38,7 +38,7 @@ def arch_int(a: dict, *keys: str, default: int = 0) -> int:
             if not ((isinstance(v, int) or math.isfinite(v)) and 0 <= v <= MAX_ARCH_NUMBER):
                 raise ConfigError(
                     f"config field '{k}' is {v!r}; the weights estimate needs a non-negative number up to 2**40 "
-                    "(or pass --weights-bytes and --activation-bytes)"
+                    f"(or pass {named('weights_bytes')} and {named('activation_bytes')})"
                 )
             return int(v)
     return default

@@ -1,0 +1,230 @@
+"""Every setting of kvcalc, declared once.
+
+Each field of ``Settings`` is one setting: its name (the gate-file key), type and default,
+and with ``setting(...)`` its command-line flags (vLLM's spellings among them), help text,
+value kind, help panel and whether ``compare`` sweeps it. From this one declaration come:
+
+- ``Settings`` itself (what every command and every gate deployment evaluates),
+- the typer options of every command (``kvcalc.cli.options``),
+- the gate file's keys and their aliases (vLLM's long flag names, ``-`` or ``_``),
+- ``compare``'s sweep flags,
+- how an error names a setting: ``--tp`` on the command line, ``tp`` in a gate file.
+
+The first flag is the primary spelling and is always ``--`` + the name with ``_`` -> ``-``
+(``kvcalc.errors.setting`` relies on it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcalc.core.record import Field, fields, record, replace
+
+# value kinds: how a flag or gate value is read and checked
+POSITIVE = "positive"  # integer >= 1
+NONNEG = "nonneg"  # integer >= 0
+TEXT = "text"
+SIZE = "size"  # bytes: 80GiB, 79.1GiB, 80GB or an integer
+UTIL = "util"  # fraction of GPU memory, 0 < f <= 1
+BOOL = "bool"
+INT_LIST = "int_list"  # comma-separated integers: 17,32
+VERSION = "version"  # an engine release string
+
+# help panels, in the order --help shows them
+MODEL = "Model"
+TRAFFIC = "Traffic"
+PARALLEL = "Parallelism"
+ENGINE = "Engine"
+BUDGET = "Memory budget"
+OUTPUT = "Output"
+PANELS = (MODEL, TRAFFIC, PARALLEL, ENGINE, BUDGET, OUTPUT)
+
+# the release whose rules apply when none is given
+DEFAULT_VLLM_VERSION = "0.33"
+
+
+class SettingField(Field):
+    """A record field that also carries how the setting is spelled and explained."""
+
+    def __init__(
+        self, default: Any, flags: tuple[str, ...], help: str, kind: str, panel: str, sweep: bool  # noqa: A002
+    ) -> None:
+        super().__init__(default=default)
+        self.flags = flags
+        self.help = help
+        self.kind = kind
+        self.panel = panel
+        self.sweep = sweep
+
+    @property
+    def flag(self) -> str:
+        """The primary command-line spelling, e.g. ``--kv-dtype``."""
+        return self.flags[0]
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Other long spellings as gate keys: ``--tensor-parallel-size`` -> ``tensor_parallel_size``."""
+        return tuple(f[2:].replace("-", "_") for f in self.flags[1:] if f.startswith("--"))
+
+    @property
+    def python_type(self) -> type:
+        return {POSITIVE: int, NONNEG: int, BOOL: bool, UTIL: float}.get(self.kind, str)
+
+
+def setting(
+    default: Any,
+    *flags: str,
+    help: str,  # noqa: A002 - the typer/argparse word
+    kind: str,
+    panel: str,
+    sweep: bool = False,
+) -> Any:
+    """Declare one setting (a field of ``Settings``)."""
+    name_flag = flags[0]
+    assert name_flag.startswith("--"), name_flag  # noqa: S101 - a declaration error, caught by the tests
+    return SettingField(default, flags, help, kind, panel, sweep)
+
+
+@record
+class Settings:
+    """Every knob, named as the command-line flag (without dashes, '-' -> '_')."""
+
+    # parallel plan
+    tp: int = setting(1, "--tp", "--tensor-parallel-size", "-tp", help="Tensor-parallel size", kind=POSITIVE, panel=PARALLEL, sweep=True)
+    pp: int = setting(1, "--pp", "--pipeline-parallel-size", "-pp", help="Pipeline-parallel size", kind=POSITIVE, panel=PARALLEL, sweep=True)
+    dp: int = setting(1, "--dp", "--data-parallel-size", "-dp", help="Data-parallel replicas (separate pools)", kind=POSITIVE, panel=PARALLEL, sweep=True)
+    pp_layers: str | None = setting(
+        None, "--pp-layers", help="Explicit layers per stage, e.g. 15,16,15,15 (VLLM_PP_LAYER_PARTITION)", kind=INT_LIST, panel=PARALLEL
+    )
+    gpus_per_node: int = setting(8, "--gpus-per-node", help="GPUs per node, for local ranks", kind=POSITIVE, panel=PARALLEL)
+    # model and cache
+    kv_dtype: str = setting(
+        "auto",
+        "--kv-dtype",
+        "--kv-cache-dtype",
+        help="auto | bfloat16 | float16 | float32 | fp8 | fp8_e4m3 | fp8_e5m2 | fp8_inc | fp8_per_token_head | "
+        "int8_per_token_head | fp8_ds_mla",
+        kind=TEXT,
+        panel=MODEL,
+        sweep=True,
+    )
+    dtype: str | None = setting(
+        None, "--dtype", help="Override the model dtype (auto | bfloat16 | float16 | float32)", kind=TEXT, panel=MODEL
+    )
+    block_size: int | None = setting(
+        None, "--block-size", help="Tokens per KV block (vLLM default 16)", kind=POSITIVE, panel=ENGINE, sweep=True
+    )
+    encoder_tokens: int | None = setting(
+        None, "--encoder-tokens", help="Encoder positions held by cross-attention (encoder-decoder models)", kind=POSITIVE, panel=MODEL
+    )
+    vllm_version: str = setting(
+        DEFAULT_VLLM_VERSION,
+        "--vllm-version",
+        help=f"Engine rules: {DEFAULT_VLLM_VERSION} (current, default) | 0.20",
+        kind=VERSION,
+        panel=ENGINE,
+    )
+    # traffic
+    tokens: int | None = setting(
+        None, "--tokens", "-t", help="Cached tokens of one request (or of each with --batch)", kind=NONNEG, panel=TRAFFIC, sweep=True
+    )
+    requests: str | None = setting(
+        None, "--requests", help="Comma-separated token counts, one per request: 17,32", kind=INT_LIST, panel=TRAFFIC
+    )
+    batch: int | None = setting(
+        None, "--batch", "-b", help="Number of requests of --tokens (or --prompt/--gen) each", kind=POSITIVE, panel=TRAFFIC, sweep=True
+    )
+    prompt: int | None = setting(
+        None, "--prompt", help="Prompt tokens (with --gen: caches prompt + gen - 1)", kind=NONNEG, panel=TRAFFIC
+    )
+    gen: int | None = setting(None, "--gen", help="Generated tokens", kind=NONNEG, panel=TRAFFIC)
+    continuation: bool = setting(
+        False, "--continuation", help="Keep the last token's KV for a follow-up turn (P + G)", kind=BOOL, panel=TRAFFIC
+    )
+    max_model_len: int | None = setting(
+        None, "--max-model-len", help="Longest request (default: from the config)", kind=POSITIVE, panel=MODEL, sweep=True
+    )
+    # the pool (see kvcalc.core.pool) and its budget (kvcalc.app.budget)
+    gpu: str | None = setting(
+        None, "--gpu", help="GPU from the catalog (kvcalc gpus): H100-80GB, H200, A100-80GB, ...", kind=TEXT, panel=BUDGET, sweep=True
+    )
+    gpu_memory: str | None = setting(
+        None, "--gpu-memory", help="Total GPU memory: 80GiB, 79.1GiB, 80GB or bytes", kind=SIZE, panel=BUDGET
+    )
+    gpu_memory_utilization: float | None = setting(
+        None,
+        "--gpu-memory-utilization",
+        "--gpu-util",
+        help="Fraction of total memory vLLM may use (0.92)",
+        kind=UTIL,
+        panel=BUDGET,
+    )
+    kv_cache_memory: str | None = setting(
+        None, "--kv-cache-memory", "--kv-cache-memory-bytes", help="KV pool per GPU, bypassing the budget", kind=SIZE, panel=BUDGET
+    )
+    weights_bytes: str | None = setting(
+        None, "--weights-bytes", help="Weights of the whole model (overrides the estimate)", kind=SIZE, panel=BUDGET
+    )
+    activation_bytes: str | None = setting(
+        None, "--activation-bytes", help="Activation peak per GPU (overrides the estimate)", kind=SIZE, panel=BUDGET
+    )
+    overhead_bytes: str | None = setting(
+        None, "--overhead-bytes", help="Non-torch memory per GPU: CUDA context, NCCL", kind=SIZE, panel=BUDGET
+    )
+    cudagraph_bytes: str | None = setting(
+        None, "--cudagraph-bytes", help="CUDA graph memory per GPU (0 with --enforce-eager)", kind=SIZE, panel=BUDGET
+    )
+    max_num_batched_tokens: int | None = setting(
+        None,
+        "--max-num-batched-tokens",
+        help="Scheduler token budget (default: vLLM's serve default for the GPU)",
+        kind=POSITIVE,
+        panel=ENGINE,
+    )
+    num_gpu_blocks_override: int | None = setting(
+        None, "--num-gpu-blocks-override", help="Force the number of blocks", kind=POSITIVE, panel=ENGINE
+    )
+    max_concurrent_batches: int | None = setting(
+        None,
+        "--max-concurrent-batches",
+        help=f"Batches in flight ({DEFAULT_VLLM_VERSION} default: pp + 1 with async scheduling)",
+        kind=POSITIVE,
+        panel=ENGINE,
+    )
+    disable_hybrid_kv_cache_manager: bool = setting(
+        False,
+        "--disable-hybrid-kv-cache-manager",
+        help="Allocate sliding/chunked layers as full attention",
+        kind=BOOL,
+        panel=ENGINE,
+    )
+    attention_backend: str | None = setting(
+        None,
+        "--attention-backend",
+        help="Backend whose block size applies: FLASH_ATTN, FLASHMLA, CUTLASS_MLA, ...",
+        kind=TEXT,
+        panel=ENGINE,
+    )
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)  # type: ignore[no-any-return]
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(TABLE)
+
+    @property
+    def has_pool(self) -> bool:
+        return any(
+            v is not None for v in (self.gpu, self.gpu_memory, self.kv_cache_memory, self.num_gpu_blocks_override)
+        )
+
+
+# name -> its declaration, in declaration order
+TABLE: dict[str, SettingField] = {f.name: f for f in fields(Settings) if isinstance(f, SettingField)}
+# settings that, when given, size a pool (the others can only change it)
+POOL_SETTINGS = ("gpu", "gpu_memory", "kv_cache_memory", "num_gpu_blocks_override")
+# compare's sweep flags: name -> (primary flag, element type), in the order the product nests them
+SWEEPS: dict[str, tuple[str, type]] = {n: (f.flag, f.python_type) for n, f in TABLE.items() if f.sweep}
+# gate-file aliases: vLLM's long flag names -> the setting
+ALIASES: dict[str, str] = {a: n for n, f in TABLE.items() for a in f.aliases}
