@@ -16,21 +16,11 @@ from typing import Any
 
 from kvcalc.core.model import ModelSpec
 from kvcalc.errors import KvcalcError
-from kvcalc.app.service import Settings, SizeResult, evaluate
+from kvcalc.app.service import SizeResult, evaluate
+from kvcalc.app.settings import SWEEPS, Settings
 
-# settings that take a comma-separated list: setting name -> (flag, element type), in the
-# order the product nests them (the first varies slowest)
-SWEEP_FLAGS: dict[str, tuple[str, type]] = {
-    "tp": ("--tp", int),
-    "pp": ("--pp", int),
-    "dp": ("--dp", int),
-    "kv_dtype": ("--kv-dtype", str),
-    "block_size": ("--block-size", int),
-    "tokens": ("--tokens", int),
-    "batch": ("--batch", int),
-    "max_model_len": ("--max-model-len", int),
-    "gpu": ("--gpu", str),
-}
+# settings that take a comma-separated list, in the order the product nests them
+SWEEP_FLAGS = SWEEPS
 
 # layer kinds whose KV heads a variant changes (self-attention); cross-attention, MLA
 # and state layers are left as they are

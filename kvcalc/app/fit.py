@@ -4,14 +4,14 @@ target concurrency at a max_model_len on a given GPU, and say why the others fai
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-from kvcalc.core.model import ModelSpec
-from kvcalc.errors import KvcalcError, named
 from kvcalc.app.service import Settings, evaluate
+from kvcalc.core.model import ModelSpec
+from kvcalc.core.record import record
+from kvcalc.errors import KvcalcError, named
 
 
-@dataclass(frozen=True)
+@record
 class Candidate:
     tp: int
     pp: int
@@ -25,24 +25,9 @@ class Candidate:
     num_blocks: int = 0
     kv_cache_memory_bytes: int = 0
 
-    def payload(self, target: float) -> dict:
-        total = self.concurrency_per_replica * self.dp
-        return {
-            "tp": self.tp,
-            "pp": self.pp,
-            "dp": self.dp,
-            "gpus": self.gpus,
-            "kv_dtype": self.kv_dtype,
-            "ok": self.ok,
-            "reason": self.reason,
-            "max_concurrency_per_replica": self.concurrency_per_replica,
-            "max_concurrency": total,
-            # spare concurrency over the target: 0.25 = 25 % more than asked
-            "headroom": (total / target - 1.0) if self.ok and target else None,
-            "pool_tokens_per_replica": self.pool_tokens,
-            "num_blocks": self.num_blocks,
-            "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
-        }
+    @property
+    def total_concurrency(self) -> float:
+        return self.concurrency_per_replica * self.dp
 
 
 def powers_of_two(limit: int) -> list[int]:

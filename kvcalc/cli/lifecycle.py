@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvcalc.app.settings import Settings
 from kvcalc.cli import options as o
 
 Beams = Annotated[Optional[int], typer.Option("--beams", help="Beam width: the prompt's full blocks shared, each beam's own blocks after the fork (needs --prompt/--gen)")]
@@ -15,8 +16,15 @@ PrefixCache = Annotated[Optional[int], typer.Option("--prefix-cache", help="Toke
 Offload = Annotated[Optional[str], typer.Option("--offload", help="CPU tier per replica, summed over its ranks: 64GiB, 100GB or bytes (vLLM's --kv-offloading-size 64 means 64GiB)")]
 
 
+LIFECYCLE = (
+    "tokens", "requests", "batch", "prompt", "gen", "continuation", "tp", "pp", "dp", "pp_layers", "kv_dtype", "dtype",
+    "block_size", "max_model_len", "vllm_version", "gpu", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory",
+    "num_gpu_blocks_override",
+)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("lifecycle")(lifecycle)
+    o.command(app, "lifecycle", settings=LIFECYCLE)(lifecycle)
 
 
 def lifecycle(
@@ -26,32 +34,12 @@ def lifecycle(
     spec_lookahead: SpecLookahead = 0,
     prefix_cache: PrefixCache = None,
     offload: Offload = None,
-    tokens: o.Tokens = None,
-    requests: o.Requests = None,
-    batch: o.Batch = None,
-    prompt: o.Prompt = None,
-    gen: o.Gen = None,
-    continuation: o.Continuation = False,
-    tp: o.Tp = 1,
-    pp: o.Pp = 1,
-    dp: o.Dp = 1,
-    pp_layers: o.PpLayers = None,
-    kv_dtype: o.KvDtype = "auto",
-    dtype: o.Dtype = None,
-    block_size: o.BlockSize = None,
-    max_model_len: o.MaxModelLen = None,
-    vllm_version: o.VllmVersion = "0.33",
-    gpu: o.Gpu = None,
-    gpu_memory: o.GpuMemory = None,
-    gpu_memory_utilization: o.GpuUtil = None,
-    kv_cache_memory: o.KvCacheMemory = None,
-    num_gpu_blocks_override: o.NumGpuBlocksOverride = None,
+    settings: Settings = o.FROM_FLAGS,
     revision: o.Revision = None,
     format: o.Format = "table",
     units: o.Units = "iec",
 ) -> None:
     """Special decodings as capacity: --beams, --spec-tokens, --prefix-cache, --offload (per rank, per replica)."""
-    from kvcalc.cli.size import settings_from_flags
     from kvcalc.core import lifecycle as lc
     from kvcalc.core.units import parse_size
     from kvcalc.errors import KvcalcError
@@ -64,10 +52,9 @@ def lifecycle(
     u = o.check_units(units)
     if beams is None and spec_tokens is None and prefix_cache is None and offload is None:
         raise KvcalcError("give at least one of --beams N, --spec-tokens K, --prefix-cache HIT, --offload SIZE")
-    if beams is not None and (prompt is None or gen is None):
+    if beams is not None and (settings.prompt is None or settings.gen is None):
         raise KvcalcError("--beams needs --prompt and --gen: the beams fork after the prompt and grow by the generated tokens")
     cpu_bytes = parse_size(offload, "--offload") if offload is not None else None
-    settings = settings_from_flags(**locals())
     resolved = resolve(model, revision=revision)
     result = evaluate(resolved.spec, settings, checkpoint=resolved.checkpoint)
     fp = result.footprint
@@ -85,6 +72,7 @@ def lifecycle(
     }
     beam_part = spec_part = prefix_part = off_part = None
     if beams is not None:
+        prompt = settings.prompt
         assert prompt is not None  # checked above
         info = {"width": beams, "prompt": prompt, "tokens": reqs[0]}
         r = lc.beams(stages, tp=fp.plan.tp, prompt=prompt, tokens=reqs[0], width=beams, copies=len(reqs))
@@ -97,7 +85,7 @@ def lifecycle(
         )
         payload["spec_decode"] = rl.spec_payload(spec_part)
     if prefix_cache is not None:
-        prompts = [prompt] * len(reqs) if prompt is not None else reqs
+        prompts = [settings.prompt] * len(reqs) if settings.prompt is not None else reqs
         r = lc.prefix_cache(stages, tp=fp.plan.tp, hit=prefix_cache, requests=reqs, prompts=prompts)
         info = {"hit": prefix_cache, "requests": len(reqs)}
         payload["prefix_cache"] = rl.sharing_payload(r, info)

@@ -1,13 +1,19 @@
-"""Option types shared by every command, named as vLLM names them so values paste
-between the two (``--tensor-parallel-size``/``-tp``, ``--kv-cache-dtype``, ...)."""
+"""Options shared by every command. The settings' options come from the one table of
+settings (``kvcalc.app.settings``): named as vLLM names them so values paste between the two
+(``--tensor-parallel-size``/``-tp``, ``--kv-cache-dtype``, ...)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
-from typing import Annotated, Optional
+import typing
+from collections.abc import Callable, Iterable
+from typing import Annotated, Any, Optional
 
 import typer
 
+from kvcalc.app.settings import BOOL, TABLE, SettingField, Settings
 from kvcalc.errors import KvcalcError
 
 Model = Annotated[str, typer.Argument(help="Preset name (kvcalc presets), path to config.json or its folder, or Hub repo id")]
@@ -15,63 +21,63 @@ Format = Annotated[str, typer.Option("--format", "-f", help="table | json | mark
 Units = Annotated[str, typer.Option("--units", help="iec (KiB/MiB/GiB, default) | si (KB/MB/GB)")]
 Revision = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit)")]
 
-Tp = Annotated[int, typer.Option("--tp", "--tensor-parallel-size", "-tp", help="Tensor-parallel size")]
-Pp = Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", "-pp", help="Pipeline-parallel size")]
-Dp = Annotated[int, typer.Option("--dp", "--data-parallel-size", "-dp", help="Data-parallel replicas (separate pools)")]
-PpLayers = Annotated[
-    Optional[str], typer.Option("--pp-layers", help="Explicit layers per stage, e.g. 15,16,15,15 (VLLM_PP_LAYER_PARTITION)")
-]
-GpusPerNode = Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node, for local ranks")]
+# the default of a command's ``settings`` (and ``sweeps``) parameter: ``command`` fills it in
+FROM_FLAGS: Any = None
 
-KvDtype = Annotated[
-    str,
-    typer.Option(
-        "--kv-dtype",
-        "--kv-cache-dtype",
-        help="auto | bfloat16 | float16 | float32 | fp8 | fp8_e4m3 | fp8_e5m2 | fp8_inc | fp8_per_token_head | "
-        "int8_per_token_head | fp8_ds_mla",
-    ),
-]
-Dtype = Annotated[Optional[str], typer.Option("--dtype", help="Override the model dtype (auto | bfloat16 | float16 | float32)")]
-BlockSize = Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV block (vLLM default 16)")]
-MaxModelLen = Annotated[Optional[int], typer.Option("--max-model-len", help="Longest request (default: from the config)")]
-EncoderTokens = Annotated[
-    Optional[int], typer.Option("--encoder-tokens", help="Encoder positions held by cross-attention (encoder-decoder models)")
-]
-VllmVersion = Annotated[str, typer.Option("--vllm-version", help="Engine rules: 0.33 (current, default) | 0.20")]
 
-Tokens = Annotated[Optional[int], typer.Option("--tokens", "-t", help="Cached tokens of one request (or of each with --batch)")]
-Requests = Annotated[Optional[str], typer.Option("--requests", help="Comma-separated token counts, one per request: 17,32")]
-Batch = Annotated[Optional[int], typer.Option("--batch", "-b", help="Number of requests of --tokens (or --prompt/--gen) each")]
-Prompt = Annotated[Optional[int], typer.Option("--prompt", help="Prompt tokens (with --gen: caches prompt + gen - 1)")]
-Gen = Annotated[Optional[int], typer.Option("--gen", help="Generated tokens")]
-Continuation = Annotated[bool, typer.Option("--continuation", help="Keep the last token's KV for a follow-up turn (P + G)")]
+def _option(f: SettingField, *, as_list: bool) -> inspect.Parameter:
+    """One setting of the table as a typer option (as a comma list when ``as_list``)."""
+    if as_list:
+        ann: Any = Optional[str]
+        help_text = f"{f.help} (one value or a comma list: a sweep)"
+        default = None
+    else:
+        ann = f.python_type if f.default is not None else Optional[f.python_type]
+        help_text, default = f.help, f.default
+    flags = f.flags
+    if f.kind == BOOL and not as_list:
+        flags = (f.flag,)  # a switch: --continuation (no --no-continuation)
+    option = typer.Option(*flags, help=help_text, rich_help_panel=f.panel)
+    return inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=Annotated[ann, option])
 
-Gpu = Annotated[Optional[str], typer.Option("--gpu", help="GPU from the catalog (kvcalc gpus): H100-80GB, H200, A100-80GB, ...")]
-GpuMemory = Annotated[Optional[str], typer.Option("--gpu-memory", help="Total GPU memory: 80GiB, 79.1GiB, 80GB or bytes")]
-GpuUtil = Annotated[
-    Optional[float], typer.Option("--gpu-memory-utilization", "--gpu-util", help="Fraction of total memory vLLM may use (0.92)")
-]
-KvCacheMemory = Annotated[
-    Optional[str], typer.Option("--kv-cache-memory", "--kv-cache-memory-bytes", help="KV pool per GPU, bypassing the budget")
-]
-WeightsBytes = Annotated[Optional[str], typer.Option("--weights-bytes", help="Weights of the whole model (overrides the estimate)")]
-ActivationBytes = Annotated[Optional[str], typer.Option("--activation-bytes", help="Activation peak per GPU (overrides the estimate)")]
-OverheadBytes = Annotated[Optional[str], typer.Option("--overhead-bytes", help="Non-torch memory per GPU: CUDA context, NCCL")]
-CudagraphBytes = Annotated[Optional[str], typer.Option("--cudagraph-bytes", help="CUDA graph memory per GPU (0 with --enforce-eager)")]
-MaxNumBatchedTokens = Annotated[
-    Optional[int], typer.Option("--max-num-batched-tokens", help="Scheduler token budget (default: vLLM's serve default for the GPU)")
-]
-NumGpuBlocksOverride = Annotated[Optional[int], typer.Option("--num-gpu-blocks-override", help="Force the number of blocks")]
-MaxConcurrentBatches = Annotated[
-    Optional[int], typer.Option("--max-concurrent-batches", help="Batches in flight (0.33 default: pp + 1 with async scheduling)")
-]
-DisableHybrid = Annotated[
-    bool, typer.Option("--disable-hybrid-kv-cache-manager", help="Allocate sliding/chunked layers as full attention")
-]
-AttentionBackend = Annotated[
-    Optional[str], typer.Option("--attention-backend", help="Backend whose block size applies: FLASH_ATTN, FLASHMLA, CUTLASS_MLA, ...")
-]
+
+def command(app: typer.Typer, name: str, *, settings: Iterable[str], sweep: bool = False) -> Callable:
+    """Register ``fn`` as ``kvcalc NAME`` with the given settings as options.
+
+    ``fn`` declares a parameter ``settings``; it receives a ``Settings`` built from the
+    flags. With ``sweep``, the table's sweepable settings take comma lists and ``fn`` also
+    receives ``sweeps``: setting name -> the raw list text (None when not given)."""
+    names = tuple(settings)
+    unknown = [n for n in names if n not in TABLE]
+    if unknown:
+        raise ValueError(f"unknown settings {unknown}")  # a programming error
+
+    def register(fn: Callable) -> Callable:
+        own = inspect.signature(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)
+        params: list[inspect.Parameter] = []
+        for p in own.parameters.values():
+            if p.name == "settings":
+                params.extend(_option(TABLE[n], as_list=sweep and TABLE[n].sweep) for n in names)
+            elif p.name != "sweeps":
+                params.append(p.replace(annotation=hints.get(p.name, p.annotation)))
+        swept = tuple(n for n in names if sweep and TABLE[n].sweep)
+
+        @functools.wraps(fn)
+        def run(**kw: Any) -> Any:
+            values = {n: kw.pop(n) for n in names}
+            if sweep:
+                kw["sweeps"] = {n: values.pop(n) for n in swept}
+            kw["settings"] = Settings(**values)
+            return fn(**kw)
+
+        del run.__wrapped__  # typer must read the signature below, not fn's
+        run.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        app.command(name)(run)
+        return fn
+
+    return register
 
 
 def check_format(fmt: str) -> str:
@@ -93,3 +99,21 @@ def check_units(units: str) -> str:
 def emit(text: str) -> None:
     sys.stdout.write(text)
     sys.stdout.flush()
+
+
+def setting_option(name: str) -> Any:
+    """One setting's option type, for a command that declares some settings one by one."""
+    return _option(TABLE[name], as_list=False).annotation
+
+
+# the settings kvcalc probe declares one by one (it passes them on to the engine it starts)
+Prompt = setting_option("prompt")
+Gen = setting_option("gen")
+Dtype = setting_option("dtype")
+BlockSize = setting_option("block_size")
+MaxModelLen = setting_option("max_model_len")
+GpuUtil = setting_option("gpu_memory_utilization")
+KvCacheMemory = setting_option("kv_cache_memory")
+MaxNumBatchedTokens = setting_option("max_num_batched_tokens")
+MaxConcurrentBatches = setting_option("max_concurrent_batches")
+DisableHybrid = setting_option("disable_hybrid_kv_cache_manager")

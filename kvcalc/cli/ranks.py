@@ -4,25 +4,20 @@ from __future__ import annotations
 
 import typer
 
+from kvcalc.app.settings import Settings
 from kvcalc.cli import options as o
-from kvcalc.cli.size import settings_from_flags
+
+
+RANKS = ("tp", "pp", "dp", "pp_layers", "gpus_per_node", "kv_dtype", "dtype", "block_size", "tokens")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("ranks")(ranks)
+    o.command(app, "ranks", settings=RANKS)(ranks)
 
 
 def ranks(
     model: o.Model,
-    tp: o.Tp = 1,
-    pp: o.Pp = 1,
-    dp: o.Dp = 1,
-    pp_layers: o.PpLayers = None,
-    gpus_per_node: o.GpusPerNode = 8,
-    kv_dtype: o.KvDtype = "auto",
-    dtype: o.Dtype = None,
-    block_size: o.BlockSize = None,
-    tokens: o.Tokens = None,
+    settings: Settings = o.FROM_FLAGS,
     revision: o.Revision = None,
     format: o.Format = "table",
     units: o.Units = "iec",
@@ -35,8 +30,7 @@ def ranks(
 
     fmt = o.check_format(format)
     u = o.check_units(units)
-    settings = settings_from_flags(**locals())
-    if tokens is None:
+    if settings.tokens is None:
         settings = settings.with_(tokens=0)
     resolved = resolve(model, revision=revision)
     result = evaluate(resolved.spec, settings)

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from kvcalc.app.settings import Settings
 from kvcalc.cli import options as o
 
 OptModel = Annotated[
@@ -29,7 +30,7 @@ SCORES_ESTIMATE = (
 
 
 def register(app: typer.Typer) -> None:
-    app.command("recompute")(recompute)
+    o.command(app, "recompute", settings=("continuation", "tp", "pp", "kv_dtype", "dtype", "block_size"))(recompute)
 
 
 def _terms(p: int, g: int, square: bool) -> str:
@@ -45,13 +46,8 @@ def recompute(
     model: OptModel = None,
     prompt: PromptReq = None,
     gen: GenReq = None,
-    continuation: o.Continuation = False,
+    settings: Settings = o.FROM_FLAGS,
     model_opt: ModelOpt = None,
-    tp: o.Tp = 1,
-    pp: o.Pp = 1,
-    kv_dtype: o.KvDtype = "auto",
-    dtype: o.Dtype = None,
-    block_size: o.BlockSize = None,
     revision: o.Revision = None,
     format: o.Format = "table",
     units: o.Units = "iec",
@@ -68,18 +64,14 @@ def recompute(
     if model is not None and model_opt is not None and model != model_opt:
         raise KvcalcError(f"give the model once: argument {model!r} and --model {model_opt!r} differ")
     name = model or model_opt
-    counts = recompute_counts(prompt, gen, continuation=continuation)
+    counts = recompute_counts(prompt, gen, continuation=settings.continuation)
     result = None
     if name is not None:
-        from kvcalc.app.service import Settings, evaluate
+        from kvcalc.app.service import evaluate
         from kvcalc.sources.resolve import resolve
 
         resolved = resolve(name, revision=revision)
-        settings = Settings(
-            tp=tp, pp=pp, kv_dtype=kv_dtype, dtype=dtype, block_size=block_size,
-            prompt=prompt, gen=gen, continuation=continuation,
-        )
-        result = evaluate(resolved.spec, settings, checkpoint=resolved.checkpoint)
+        result = evaluate(resolved.spec, settings.with_(prompt=prompt, gen=gen), checkpoint=resolved.checkpoint)
     payload = recompute_payload(counts, result)
     o.emit(render(fmt, payload, None if fmt == "json" else recompute_document(counts, result, u)))
 

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvcalc.app.settings import TABLE, Settings
 from kvcalc.cli import options as o
 
 Models = Annotated[list[str], typer.Argument(help="One or more models: preset names, config.json paths or Hub repo ids")]
@@ -22,7 +23,7 @@ FORMATS = {"html": "html", "htm": "html", "markdown": "markdown", "md": "markdow
 
 
 def register(app: typer.Typer) -> None:
-    app.command("report")(report)
+    o.command(app, "report", settings=TABLE)(report)
 
 
 def choose_format(fmt: str | None, output: Path | None) -> str:
@@ -73,41 +74,11 @@ def report(
     format: ReportFormat = None,
     force: Force = False,
     no_charts: NoCharts = False,
-    tokens: o.Tokens = None,
-    requests: o.Requests = None,
-    batch: o.Batch = None,
-    prompt: o.Prompt = None,
-    gen: o.Gen = None,
-    continuation: o.Continuation = False,
-    tp: o.Tp = 1,
-    pp: o.Pp = 1,
-    dp: o.Dp = 1,
-    pp_layers: o.PpLayers = None,
-    gpus_per_node: o.GpusPerNode = 8,
-    kv_dtype: o.KvDtype = "auto",
-    dtype: o.Dtype = None,
-    block_size: o.BlockSize = None,
-    max_model_len: o.MaxModelLen = None,
-    encoder_tokens: o.EncoderTokens = None,
-    vllm_version: o.VllmVersion = "0.33",
-    gpu: o.Gpu = None,
-    gpu_memory: o.GpuMemory = None,
-    gpu_memory_utilization: o.GpuUtil = None,
-    kv_cache_memory: o.KvCacheMemory = None,
-    weights_bytes: o.WeightsBytes = None,
-    activation_bytes: o.ActivationBytes = None,
-    overhead_bytes: o.OverheadBytes = None,
-    cudagraph_bytes: o.CudagraphBytes = None,
-    max_num_batched_tokens: o.MaxNumBatchedTokens = None,
-    num_gpu_blocks_override: o.NumGpuBlocksOverride = None,
-    max_concurrent_batches: o.MaxConcurrentBatches = None,
-    disable_hybrid_kv_cache_manager: o.DisableHybrid = False,
-    attention_backend: o.AttentionBackend = None,
+    settings: Settings = o.FROM_FLAGS,
     revision: o.Revision = None,
     units: o.Units = "iec",
 ) -> None:
     """A capacity review as one HTML file (inline charts) or Markdown (charts as SVG files beside it)."""
-    from kvcalc.cli.size import settings_from_flags
     from kvcalc.errors import KvcalcError
     from kvcalc.render import to_json
     from kvcalc.render.report import render_report
@@ -117,7 +88,6 @@ def report(
 
     fmt = choose_format(format, output)
     u = o.check_units(units)
-    settings = settings_from_flags(**locals())
 
     # every target is checked before anything is computed or written
     targets: list[Path] = []
