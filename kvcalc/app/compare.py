@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvcalc.core.model import ModelSpec
-from kvcalc.errors import KvcalcError
 from kvcalc.app.service import SizeResult, evaluate
 from kvcalc.app.settings import SWEEPS, Settings
+from kvcalc.core.model import ModelSpec
+from kvcalc.errors import KvcalcError
 
 # settings that take a comma-separated list, in the order the product nests them
 SWEEP_FLAGS = SWEEPS

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvcalc.app.service import Settings
 from kvcalc.core.units import format_bytes, parse_size
 from kvcalc.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_USAGE, KvcalcError
-from kvcalc.app.service import Settings
 from kvcalc.sources.files import read_limited
 
 MAX_FILE_BYTES = 1 << 20  # a gate file is a few KiB; 1 MiB leaves room for thousands of deployments

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvcalc.app.service import Settings, SizeResult, evaluate
 from kvcalc.core.model import ModelSpec
 from kvcalc.errors import KvcalcError
-from kvcalc.app.service import Settings, SizeResult, evaluate
 
 TP_SIZES = (1, 2, 4, 8, 16)
 CONTEXT_POINTS = 48  # evenly spaced request lengths for the KV-vs-context curve

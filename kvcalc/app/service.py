@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvcalc.app.settings import DEFAULT_VLLM_VERSION, Settings
 from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
 from kvcalc.core.record import record
-from kvcalc.app.settings import ALIASES, DEFAULT_VLLM_VERSION, TABLE, Settings
 from kvcalc.errors import KvcalcError, PlanError, named
 
 VLLM_VERSIONS = (DEFAULT_VLLM_VERSION, "0.20")
@@ -178,8 +178,8 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
         if not model.vllm_supported:
             notes.append(f"vLLM does not serve {model.model_type}: no pool figures")
         else:
-            from kvcalc.core.pool import pool_report
             from kvcalc.app.budget import budget_inputs
+            from kvcalc.core.pool import pool_report
 
             inputs = budget_inputs(model, s, p, cache, mml, version, checkpoint)
             pool = pool_report(model, p, cache, inputs)

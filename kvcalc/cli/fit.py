@@ -9,7 +9,6 @@ import typer
 from kvcalc.app.settings import Settings
 from kvcalc.cli import options as o
 
-
 FIT = (
     "gpu", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory", "max_model_len", "block_size", "dtype", "weights_bytes",
     "activation_bytes", "overhead_bytes", "cudagraph_bytes", "max_num_batched_tokens", "vllm_version",

@@ -59,8 +59,8 @@ def gate(
     units: o.Units = "iec",
 ) -> None:
     """Check capacity promises (concurrency, pool tokens, KV per GPU, headroom) of every deployment in a gate file."""
-    from kvcalc.errors import EXIT_USAGE, KvcalcError
     from kvcalc.app.gate import EXAMPLE, GateFileError, evaluate_gate, load_gate_file
+    from kvcalc.errors import EXIT_USAGE, KvcalcError
     from kvcalc.render import gate as rg
     from kvcalc.render import render
     from kvcalc.sources.files import atomic_write_text

@@ -40,12 +40,12 @@ def lifecycle(
     units: o.Units = "iec",
 ) -> None:
     """Special decodings as capacity: --beams, --spec-tokens, --prefix-cache, --offload (per rank, per replica)."""
+    from kvcalc.app.service import evaluate
     from kvcalc.core import lifecycle as lc
     from kvcalc.core.units import parse_size
     from kvcalc.errors import KvcalcError
     from kvcalc.render import lifecycle as rl
     from kvcalc.render import render
-    from kvcalc.app.service import evaluate
     from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)

@@ -66,9 +66,9 @@ def probe(
     """Measure what the formulas predict: a KV pool allocated as vLLM lays it out (CPU or CUDA),
     a transformers model's own cache (--model-cache), vLLM itself (--engine vllm), or a vLLM
     start-up log (--from-vllm-log). Exit 0 all agree, 1 a disagreement, 3 the probe cannot run here."""
+    from kvcalc.app.service import Settings
     from kvcalc.probe.report import ProbeReport
     from kvcalc.render import render
-    from kvcalc.app.service import Settings
     from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)

@@ -7,7 +7,6 @@ import typer
 from kvcalc.app.settings import Settings
 from kvcalc.cli import options as o
 
-
 RANKS = ("tp", "pp", "dp", "pp_layers", "gpus_per_node", "kv_dtype", "dtype", "block_size", "tokens")
 
 
@@ -23,9 +22,9 @@ def ranks(
     units: o.Units = "iec",
 ) -> None:
     """Every rank: global, local, DP, PP and TP rank, its layers, its KV heads and bytes per token."""
+    from kvcalc.app.service import evaluate
     from kvcalc.render import Document, render
     from kvcalc.render.size import ranks_table, size_payload
-    from kvcalc.app.service import evaluate
     from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)

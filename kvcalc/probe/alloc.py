@@ -128,10 +128,10 @@ class AllocPlan:
 def plan_allocation(resolved: Any, settings: Any, *, layers: int | None, blocks: int | None,
                     tokens: int | None, pp_rank: int | None) -> AllocPlan:
     """The layout vLLM 0.33 gives the probed layers of one rank (pure: no torch)."""
-    from kvcalc.core.footprint import stage_specs
-    from kvcalc.core.pool import engine_cache, group_layers
     from kvcalc.app.service import cache_settings, check_version, default_block_size, model_dtype
     from kvcalc.app.service import plan as make_plan
+    from kvcalc.core.footprint import stage_specs
+    from kvcalc.core.pool import engine_cache, group_layers
 
     model = resolved.spec
     check_version(settings)

@@ -9,10 +9,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from kvcalc.app.report import ModelReport, Report
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Table
 from kvcalc.render import svg as S
-from kvcalc.app.report import ModelReport, Report
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 # every chart a report may draw; a Markdown report writes <stem>-<slug>.svg for each drawn

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kvcalc.app.service import SizeResult
 from kvcalc.core.footprint import Footprint
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
-from kvcalc.app.service import SizeResult
 
 
 def layer_groups(fp: Footprint) -> list[dict[str, Any]]:
