@@ -16,13 +16,14 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from kvstrategies import caches, models, partitions, plans
 
+from kvcalc.app.service import Settings, evaluate
 from kvcalc.core.dtypes import KV_DTYPES
 from kvcalc.core.footprint import Traffic, footprint
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
 from kvcalc.core.specs import AttentionSpec, ChunkedLocalSpec, CrossAttentionSpec, SlidingWindowSpec
 from kvcalc.errors import PlanError
-from kvcalc.app.service import Settings, evaluate
+from kvcalc.render.pool import pool_payload
 from kvcalc.sources.config import spec_from_config
 from kvcalc.sources.presets import all_presets
 
@@ -320,7 +321,7 @@ def _pool(model, s: Settings):
 
 
 def _check_workers(pool):
-    for w in pool.payload()["workers"]:
+    for w in pool_payload(pool)["workers"]:
         avail, bpb, blocks = w["kv_cache_memory_bytes"], w["bytes_per_block"], w["num_blocks"]
         if avail < 0 or bpb == 0:
             continue  # no memory left (vLLM raises; the report carries the error) or no cache layers
@@ -338,7 +339,7 @@ def test_pool_blocks_times_page_within_one_page_of_the_budget_generated(data, kv
     pool = _pool(model, s)
     assume(pool is not None)
     _check_workers(pool)
-    assert all(w["kv_cache_memory_bytes"] == kv_bytes for w in pool.payload()["workers"])
+    assert all(w["kv_cache_memory_bytes"] == kv_bytes for w in pool_payload(pool)["workers"])
 
 
 @settings(max_examples=40, deadline=None)

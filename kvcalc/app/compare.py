@@ -197,7 +197,7 @@ class Row:
             return fp.logical.block_rounded_bytes
         if r.pool is None:
             return None
-        return r.pool.payload().get(key)
+        return getattr(r.pool, key, None)
 
 
 @dataclass

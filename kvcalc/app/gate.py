@@ -795,7 +795,9 @@ class _Probe:
 
 
 def _pool(result: Any) -> dict | None:
-    return None if result is None or result.pool is None else result.pool.payload()
+    from kvcalc.render.pool import pool_payload  # temporary: the split gate reads the record
+
+    return None if result is None or result.pool is None else pool_payload(result.pool)
 
 
 def headroom(block_rounded_bytes_per_rank: int, num_blocks: int, bytes_per_block: int) -> float | None:

@@ -93,7 +93,7 @@ def lifecycle(
     if cpu_bytes is not None:
         pool_tokens = None
         if result.pool is not None:
-            pool_tokens = result.pool.payload().get("pool_tokens")
+            pool_tokens = result.pool.pool_tokens
         off_part = lc.offload(stages, tp=fp.plan.tp, cpu_bytes=cpu_bytes, block_size=fp.cache.block_size,
                               gpu_pool_tokens=pool_tokens)
         payload["offload"] = rl.offload_payload(off_part)

@@ -138,7 +138,9 @@ def probe_engine(resolved: Any, settings: Any, *, engine: str) -> Check:
     pool = evaluate(model, s, checkpoint=resolved.checkpoint).pool
     if pool is None:
         raise KvcalcError(f"{model.name}: kvcalc has no pool figures for this model")
-    p = pool.payload()
+    from kvcalc.render.pool import pool_payload
+
+    p = pool_payload(pool)
     rows = [
         Row("num_gpu_blocks", p["num_blocks"], num_blocks, unit="blocks",
             note=f"{int(available):,} B available // {p['bytes_per_block']:,} B per block"),

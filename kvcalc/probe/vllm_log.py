@@ -219,7 +219,9 @@ def probe_log(resolved: Any, settings: Any, path: str, *, vllm_version_given: st
         res = evaluate(resolved.spec, s, checkpoint=resolved.checkpoint)
         if res.pool is None:
             raise KvcalcError(f"{resolved.spec.name}: kvcalc has no pool figures for this model (not served by vLLM)")
-        return res.pool.payload()
+        from kvcalc.render.pool import pool_payload
+
+        return pool_payload(res.pool)
 
     p_lo, p_mid, p_hi = pool(lo), pool(mid), pool(hi)
     bs = p_mid["block_size"]

@@ -8,6 +8,7 @@ from typing import Any
 from kvcalc.app.compare import SORT_KEYS, SWEEP_FLAGS, Comparison, Row, shapes
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
+from kvcalc.render.pool import pool_payload
 from kvcalc.render.size import size_payload
 
 CAPACITY_NOT_SPEED = (
@@ -227,7 +228,7 @@ def _cell(col: str, r: Row, c: Comparison, units: str) -> Any:
     if col in ("pool tokens", "max concurrency"):
         if res.pool is None:
             return "-"
-        p = res.pool.payload()
+        p = pool_payload(res.pool)
         if col == "pool tokens":
             return p.get("pool_tokens", "-")
         conc = p.get("max_concurrency")
@@ -255,7 +256,7 @@ def _note(r: Row) -> str:
     if r.replicated:
         parts.append("KV heads replicated across TP ranks")
     if r.result is not None and r.result.pool is not None:
-        p = r.result.pool.payload()
+        p = pool_payload(r.result.pool)
         if p.get("error"):  # vLLM's long start-up error, in short (the JSON keeps it whole)
             if p.get("fits_max_model_len") is False:
                 est = p.get("estimated_max_model_len")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
@@ -41,7 +41,7 @@ def pool_document(r: PoolReport, units: str = "iec") -> Document:
         ("per request at max_model_len", f"{r.blocks_per_request} blocks for {L:,} tokens "
          f"(in flight: {i.max_concurrent_batches} x {i.max_num_batched_tokens} tokens; {i.max_num_batched_tokens_source})"),
         ("max concurrency", f"{r.max_concurrency:.2f}x per replica, {r.max_concurrency * r.plan.dp:.2f}x for {r.plan.dp} replica(s)"),
-        ("vLLM would log", r.log_line()),
+        ("vLLM would log", log_line(r)),
     ]
     if r.fits:
         best = r.estimated_max_model_len or 0
@@ -53,3 +53,81 @@ def pool_document(r: PoolReport, units: str = "iec") -> Document:
         doc.facts.append(("fits max_model_len", "NO — vLLM refuses to start: " + (r.error or "")))
     doc.notes = list(r.notes)
     return doc
+
+
+def pool_payload(r: PoolReport) -> dict[str, Any]:
+    """The pool as the JSON contract's ``pool`` object."""
+    i = r.inputs
+    return {
+        "vllm_version": i.vllm_version,
+        "gpu": i.gpu_name,
+        "gpu_memory_bytes": i.gpu_memory_bytes,
+        "gpu_memory_utilization": i.gpu_memory_utilization,
+        "requested_bytes": i.requested_bytes,
+        "weights_bytes_per_rank": max(i.weights_bytes_per_stage) if i.weights_bytes_per_stage else None,
+        "weights_bytes_per_stage": list(i.weights_bytes_per_stage),
+        "activation_bytes": i.activation_bytes,
+        "overhead_bytes": i.overhead_bytes,
+        "cudagraph_bytes": i.cudagraph_bytes,
+        "kv_cache_memory_bytes": min(i.available_per_stage),
+        "kv_cache_memory_bytes_per_stage": list(i.available_per_stage),
+        "budget": [
+            [{"term": t.name, "bytes": t.bytes, "source": t.source} for t in stage] for stage in i.terms
+        ],
+        "block_size": r.block_size,
+        "bytes_per_block": r.bytes_per_block,
+        "num_blocks": r.num_blocks,
+        "num_gpu_blocks_override": i.num_gpu_blocks_override,
+        "pool_tokens": r.pool_tokens,
+        "pool_bytes_per_gpu": r.pool_bytes_per_gpu,
+        "kv_cache_size_tokens": r.kv_cache_size_tokens,
+        "max_model_len": i.max_model_len,
+        "max_num_batched_tokens": i.max_num_batched_tokens,
+        "max_concurrent_batches": i.max_concurrent_batches,
+        "in_flight_tokens": i.in_flight_tokens,
+        "blocks_per_request": r.blocks_per_request,
+        "max_concurrency": r.max_concurrency,
+        "fits_max_model_len": r.fits,
+        "estimated_max_model_len": r.estimated_max_model_len,
+        "error": r.error,
+        "grouping": r.rule,
+        "groups": [
+            {"kind": g.kind, "layers": len(g.layers), "block_size": g.block_size,
+             "page_size_bytes": g.spec.page_size_bytes,
+             "blocks_per_request": g.blocks_per_request(i.max_model_len, i.in_flight_tokens)}
+            for g in r.groups
+        ],
+        "workers": [
+            {"pp_rank": w.pp_rank, "kv_cache_memory_bytes": w.available_bytes,
+             "bytes_per_block": w.bytes_per_block, "num_blocks": w.num_blocks}
+            for w in r.workers
+        ],
+        "per_replica": {
+            "gpus": r.plan.ranks_per_replica,
+            "max_concurrency": r.max_concurrency,
+            "kv_cache_size_tokens": r.kv_cache_size_tokens,
+            "pool_bytes": r.pool_bytes_per_gpu * r.plan.ranks_per_replica,
+        },
+        "deployment": {
+            "gpus": r.plan.world_size,
+            "replicas": r.plan.dp,
+            "max_concurrency": r.max_concurrency * r.plan.dp,
+            "kv_cache_size_tokens": r.kv_cache_size_tokens * r.plan.dp,
+            "pool_bytes": r.pool_bytes_per_gpu * r.plan.world_size,
+        },
+        "log_line": log_line(r),
+    }
+
+
+def log_line(r: PoolReport) -> str:
+    """The capacity line vLLM logs at start-up, in the format of the release line."""
+    L = r.inputs.max_model_len
+    if r.inputs.vllm_version == "0.20":
+        return (
+            f"GPU KV cache size: {r.kv_cache_size_tokens:,} tokens / "
+            f"Maximum concurrency for {L:,} tokens per request: {r.max_concurrency:.2f}x"
+        )
+    return (
+        f"GPU KV cache size: {r.kv_cache_size_tokens:,} tokens, "
+        f"Maximum concurrency for {L:,} tokens per request: {r.max_concurrency:.2f}x"
+    )

@@ -13,6 +13,7 @@ from kvcalc.app.report import ModelReport, Report
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Table
 from kvcalc.render import svg as S
+from kvcalc.render.pool import pool_document
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 # every chart a report may draw; a Markdown report writes <stem>-<slug>.svg for each drawn
@@ -253,7 +254,7 @@ def _model_blocks(m: ModelReport, units: str) -> list[Block]:
         out.append(("p", "No GPU given: pass --gpu (e.g. H100-80GB), --gpu-memory or --kv-cache-memory for the pool, "
                          "its budget table and the maximum concurrency."))
     else:
-        pd = r.pool.document(units)
+        pd = pool_document(r.pool, units)
         out.append(("facts", pd.facts))
         for t in pd.tables:
             out.append(("table", t))

@@ -9,6 +9,7 @@ from kvcalc.app.service import SizeResult
 from kvcalc.core.footprint import Footprint
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
+from kvcalc.render.pool import pool_document, pool_payload
 
 
 def layer_groups(fp: Footprint) -> list[dict[str, Any]]:
@@ -117,7 +118,7 @@ def size_payload(r: SizeResult) -> dict[str, Any]:
     if r.checkpoint is not None:
         payload["checkpoint"] = r.checkpoint
     if r.pool is not None:
-        payload["pool"] = r.pool.payload()
+        payload["pool"] = pool_payload(r.pool)
     return payload
 
 
@@ -202,7 +203,7 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
     if p.world_size > 1:
         doc.tables.append(ranks_table(fp, units))
     if r.pool is not None:
-        doc.sections.append(r.pool.document(units))
+        doc.sections.append(pool_document(r.pool, units))
     doc.notes = list(r.notes)
     if any(x.replicated for x in fp.ranks) and not m.mla:
         doc.notes.append(
