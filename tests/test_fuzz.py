@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from kvcalc.app.service import Settings, evaluate
 from kvcalc.errors import ConfigError, KvcalcError
 from kvcalc.render import render
 from kvcalc.render.size import size_payload
-from kvcalc.app.service import Settings, evaluate
 from kvcalc.sources import files
 from kvcalc.sources.config import REVIEWED_TYPES, spec_from_config
 from kvcalc.sources.presets import all_presets, bundled_dir, find
