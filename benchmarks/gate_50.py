@@ -63,7 +63,8 @@ def gate_file(n: int = 50, failing: bool = False) -> str:
 def main() -> None:
     failing = "--failing" in sys.argv
     t0 = time.perf_counter()
-    from kvcalc.app.gate import evaluate_gate, load_gate_file
+    from kvcalc.app.gate import evaluate_gate
+    from kvcalc.app.gate_schema import load_gate_file
     from kvcalc.render import gate as rg
     from kvcalc.render import render
 

@@ -24,8 +24,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kvcalc.app.gate import evaluate_gate
+from kvcalc.app.gate_schema import GateFileError, load_gate_text
 from kvcalc.cli import build_app
-from kvcalc.app.gate import EXAMPLE, GateFileError, evaluate_gate, load_gate_text
+from kvcalc.sources.gatefile import EXAMPLE
 
 ROOT = Path(__file__).resolve().parents[1]
 

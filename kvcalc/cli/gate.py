@@ -59,16 +59,18 @@ def gate(
     units: o.Units = "iec",
 ) -> None:
     """Check capacity promises (concurrency, pool tokens, KV per GPU, headroom) of every deployment in a gate file."""
-    from kvcalc.app.gate import EXAMPLE, GateFileError, evaluate_gate, load_gate_file
+    from kvcalc.app.gate import evaluate_gate
+    from kvcalc.app.gate_schema import GateFileError, load_gate_file
     from kvcalc.errors import EXIT_USAGE, KvcalcError
     from kvcalc.render import gate as rg
     from kvcalc.render import render
     from kvcalc.sources.files import atomic_write_text
+    from kvcalc.sources.gatefile import example
 
     if init:
         if file is not None:
             raise KvcalcError("--init prints an example and takes no gate file; run: kvcalc gate --init > capacity.yaml")
-        o.emit(EXAMPLE)
+        o.emit(example())
         return
     if file is None:
         raise KvcalcError("give a gate file (kvcalc gate capacity.yaml), or --init to print an example")
@@ -87,14 +89,14 @@ def gate(
         _stderr(exc.lines())
         raise typer.Exit(EXIT_USAGE) from None
 
-    report = evaluate_gate(gate_file, units=u)
-    o.emit(render(fmt, rg.gate_payload(report), None if fmt == "json" else rg.gate_document(report, u)))
+    report = evaluate_gate(gate_file)
+    o.emit(render(fmt, rg.gate_payload(report, u), None if fmt == "json" else rg.gate_document(report, u)))
     md = rg.markdown_summary(report, u)
     if junit is not None:
         atomic_write_text(junit, rg.junit_xml(report, u))
     if markdown is not None:
         atomic_write_text(markdown, md)
-    _github(md, rg.annotations(report), to_stderr=fmt == "json")
+    _github(md, rg.annotations(report, u), to_stderr=fmt == "json")
     if report.problems:
         _stderr([p.text(report.path) for p in report.problems])
     if report.exit_code:

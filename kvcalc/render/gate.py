@@ -1,11 +1,14 @@
-"""`kvcalc gate`: the JSON contract, the table people read, JUnit XML, the GitHub step
-summary and ``::error`` annotations. Returns text, never prints."""
+"""`kvcalc gate`: the words of each outcome (figures, failure messages, the nearest settings),
+the JSON contract, the table people read, JUnit XML, the GitHub step summary and ``::error``
+annotations. Returns text, never prints."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.gate import GateReport, Outcome, Problem, show, show_margin, show_required
+from kvcalc.app.gate import TP_SEARCH_LIMIT, GateReport, Outcome, Suggestion
+from kvcalc.app.gate_schema import PROMISES, Problem
+from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table, to_markdown
 
 STATUS = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}
@@ -34,7 +37,7 @@ def verdict(report: GateReport) -> str:
     return f"PASSED: all {c['promises']} promises of {c['deployments']} deployments hold"
 
 
-def gate_payload(report: GateReport) -> dict[str, Any]:
+def gate_payload(report: GateReport, units: str = "iec") -> dict[str, Any]:
     result = {0: "pass", 1: "fail"}.get(report.exit_code, "error")
     return {
         "file": report.path,
@@ -50,7 +53,7 @@ def gate_payload(report: GateReport) -> dict[str, Any]:
                 "actual": o.actual,
                 "margin": o.margin,
                 "status": o.status,
-                "message": o.message or None,
+                "message": message(o, units) or None,
                 "suggestions": [{"key": s.key, "value": s.value, "actual": s.actual} for s in o.suggestions],
                 "line": o.line,
             }
@@ -92,7 +95,7 @@ def gate_document(report: GateReport, units: str = "iec") -> Document:
         section = Document("Failures")
         for o in bad:
             if o.status == "fail":
-                section.facts.append((f"{o.deployment} / {o.promise}", o.message))
+                section.facts.append((f"{o.deployment} / {o.promise}", failure_message(o, units)))
         for p in report.problems:
             section.facts.append(("error", p.text(report.path)))
         doc.sections.append(section)
@@ -115,6 +118,126 @@ def problems_markdown(path: str, problems: list[Problem] | tuple[Problem, ...]) 
         section.facts.append(("error", p.text(path)))
     doc.sections.append(section)
     return to_markdown(doc)
+
+
+# ---------------------------------------------------------------- words
+
+
+def show(key: str, value: Any, units: str = "iec") -> str:
+    """A promise's figure for people: 8.25x, 1,048,576 (tokens), 1.5 GiB, 25.0%."""
+    if value is None:
+        return "-"
+    kind = PROMISES[key].value
+    if kind == "number":
+        return f"{value:.2f}x"
+    if kind == "count":
+        return f"{value:,}"
+    if kind == "size":
+        text = format_bytes(int(value), units)
+        if "." in text and abs(value) < (1 << 20):  # not a whole KiB: exact bytes, so 114,687 B != 112 KiB
+            return f"{int(value):,} B"
+        return text
+    if kind == "fraction":
+        return f"{value * 100:.1f}%"
+    return "fits" if value else "does not fit"
+
+
+def show_margin(key: str, value: Any, units: str = "iec") -> str:
+    if value is None:
+        return "-"
+    kind = PROMISES[key].value
+    sign = "+" if value >= 0 else "-"
+    if kind == "number":
+        return f"{sign}{abs(value):.2f}x"
+    if kind == "count":
+        return f"{sign}{abs(value):,}"
+    if kind == "size":
+        return f"{sign}{show(key, abs(value), units)}"
+    if kind == "fraction":
+        return f"{sign}{abs(value) * 100:.1f} pts"
+    return f"{sign}{abs(value):,} tokens"
+
+
+def show_required(key: str, required: Any, units: str = "iec", max_model_len: int | None = None) -> str:
+    kind = PROMISES[key].kind
+    if kind == "flag":
+        return f"fits {max_model_len:,}" if max_model_len else "fits"
+    return (">= " if kind == "min" else "<= ") + show(key, required, units)
+
+
+def message(o: Outcome, units: str = "iec") -> str:
+    """The words of an outcome: why it failed, why it could not be evaluated, or nothing."""
+    if o.status == "fail":
+        return failure_message(o, units)
+    return o.reason
+
+
+def failure_message(o: Outcome, units: str = "iec") -> str:
+    """What is needed, what is available, and the nearest setting that passes (vLLM's error style)."""
+    text = _shortfall(o.promise, o.required, o.actual, o.result, units).rstrip(". ")
+    if o.suggestions:
+        text += ". Nearest settings that pass: " + "; ".join(_suggestion_text(o.promise, s, units) for s in o.suggestions)
+    else:
+        text += f". No nearby setting passes (tried tp up to {TP_SEARCH_LIMIT}, gpu_memory_utilization up to 1.0, fp8 KV)"
+    return text
+
+
+def _shortfall(key: str, required: Any, actual: Any, result: Any, units: str) -> str:
+    """What the promise needs and what the evaluation (a SizeResult) gives."""
+    fp = result.footprint
+    pool = result.pool
+    L = int(result.max_model_len)
+
+    def b(n: int) -> str:
+        return format_bytes(int(n), units)
+
+    where = ""
+    if pool is not None:
+        where = (
+            f"{int(pool.num_blocks):,} blocks of {int(pool.block_size or fp.cache.block_size)} tokens, "
+            f"{b(int(pool.num_blocks) * int(pool.bytes_per_block))} per GPU"
+        )
+    if key == "min_concurrency":
+        return (
+            f"{required:.2f}x concurrency at max_model_len {L:,} is needed, but the KV cache ({where}) "
+            f"holds {actual:.2f}x"
+        )
+    if key == "min_max_tokens":
+        return f"{required:,} tokens of KV cache are needed, but the pool ({where}) holds {actual:,}"
+    if key == "min_kv_cache_size_tokens":
+        return (
+            f"a GPU KV cache size of {required:,} tokens is needed, but it is {actual:,} "
+            f"({float(pool.max_concurrency):.2f}x concurrency x max_model_len {L:,}; {where})"
+        )
+    if key == "fits_max_model_len":
+        if pool is not None and pool.error:
+            return " ".join(str(pool.error).split())
+        est = pool.estimated_max_model_len if pool is not None else None
+        text = f"one request of max_model_len {L:,} does not fit the KV cache ({where})"
+        return text + (f"; the estimated maximum model length is {int(est):,}" if est else "")
+    if key == "min_headroom":
+        cap = int(pool.num_blocks) * int(pool.bytes_per_block)
+        left = "no pool" if actual is None else f"{actual * 100:.1f}%"
+        return (
+            f"{required * 100:.1f}% of the pool must stay free after {fp.traffic.description}, but it holds "
+            f"{b(fp.block_rounded_bytes_per_rank)} of the {b(cap)} pool per GPU, leaving {left}"
+        )
+    if key == "max_kv_bytes_per_rank":
+        return (
+            f"{fp.traffic.description} needs {b(actual)} of KV cache per GPU (block-rounded), "
+            f"more than the {b(required)} allowed"
+        )
+    return f"{b(actual)} of KV cache per token per GPU is needed, more than the {b(required)} allowed"
+
+
+def _suggestion_text(key: str, s: Suggestion, units: str) -> str:
+    if s.key == "max_model_len" and key == "fits_max_model_len":
+        return f"max_model_len <= {s.value:,}"
+    if s.key == "max_model_len":
+        return f"max_model_len <= {s.value:,} ({show(key, s.actual, units)})"
+    if s.key == "gpu_memory_utilization":
+        return f"gpu_memory_utilization >= {s.value:.3f} ({show(key, s.actual, units)})"
+    return f"{s.key} {s.value} ({show(key, s.actual, units)})"
 
 
 # ---------------------------------------------------------------- JUnit XML
@@ -165,10 +288,10 @@ def junit_xml(report: GateReport, units: str = "iec") -> str:
             )
             if o.status == "fail":
                 el = ET.SubElement(case, "failure", message=summary, type="CapacityGateFailed")
-                el.text = o.message
+                el.text = failure_message(o, units)
             elif o.status == "error":
-                el = ET.SubElement(case, "error", message=o.message, type="GateFileError")
-                el.text = o.message
+                el = ET.SubElement(case, "error", message=o.reason, type="GateFileError")
+                el.text = o.reason
             else:
                 out = ET.SubElement(case, "system-out")
                 out.text = f"{summary}, margin {show_margin(o.promise, o.margin, units)}"
@@ -214,11 +337,11 @@ def annotation(message: str, title: str, file: str | None = None, line: int | No
     return f"::error {','.join(props)}::{_escape_data(message)}"
 
 
-def annotations(report: GateReport) -> list[str]:
+def annotations(report: GateReport, units: str = "iec") -> list[str]:
     out = []
     for o in report.outcomes:
         if o.status == "fail":
-            out.append(annotation(o.message, f"kvcalc gate: {o.deployment} {o.promise}", report.path, o.line))
+            out.append(annotation(failure_message(o, units), f"kvcalc gate: {o.deployment} {o.promise}", report.path, o.line))
     for p in report.problems:
         out.append(annotation(p.text(report.path), "kvcalc gate: error", report.path, p.line))
     return out
