@@ -31,10 +31,10 @@ import gc
 from dataclasses import dataclass
 from typing import Any
 
+from kvcalc.app.probe_report import Check, Row
 from kvcalc.core.specs import AttentionSpec, CacheSpec, MambaSpec, cdiv
 from kvcalc.errors import KvcalcError
 from kvcalc.probe import env
-from kvcalc.probe.report import Check, Row
 
 MIB = 1 << 20
 DEFAULT_TOKENS = 4096
@@ -128,68 +128,27 @@ class AllocPlan:
 def plan_allocation(resolved: Any, settings: Any, *, layers: int | None, blocks: int | None,
                     tokens: int | None, pp_rank: int | None) -> AllocPlan:
     """The layout vLLM 0.33 gives the probed layers of one rank (pure: no torch)."""
-    from kvcalc.core.footprint import stage_specs
-    from kvcalc.core.pool import engine_cache, group_layers
     from kvcalc.app.service import cache_settings, check_version, default_block_size, model_dtype
     from kvcalc.app.service import plan as make_plan
+    from kvcalc.core.pool import engine_cache, group_layers
 
     model = resolved.spec
     check_version(settings)
     cache = cache_settings(model, settings, block_size=default_block_size(model, settings))
     p = make_plan(settings)
     cache, mamba_pad, notes = engine_cache(model, p, cache)
-    stages = stage_specs(model, p, cache)
-    keys: list[tuple[int, str]] = []
-    specs: list[CacheSpec] = []
-    on_stage: list[list[int]] = []
-    for st in stages:
-        mine = []
-        for layer, spec in st.specs:
-            if mamba_pad and isinstance(spec, MambaSpec):
-                spec = spec.with_padding(mamba_pad)
-            keys.append((layer.layer, layer.kind))
-            specs.append(spec)
-            mine.append(len(specs) - 1)
-        on_stage.append(mine)
-    if not specs:
-        raise KvcalcError(f"{model.name} has no KV cache layers: nothing to allocate")
+    keys, specs, on_stage = _stage_layers(model, p, cache, mamba_pad)
     groups, specs, rule = group_layers(specs, disable_hybrid=settings.disable_hybrid_kv_cache_manager)
     group_of = {j: gi for gi, g in enumerate(groups) for j in g.layers}
 
     def bpb(members: set[int]) -> int:
         return max(sum(specs[j].page_size_bytes for j in g.layers if j in members) for g in groups)
 
-    if pp_rank is None:
-        pp_rank = max(range(len(stages)), key=lambda r: (bpb(set(on_stage[r])), -r))
-    elif not 0 <= pp_rank < len(stages):
-        raise KvcalcError(f"--pp-rank {pp_rank} is out of range; valid: 0..{len(stages) - 1} (--pp {p.pp})")
+    pp_rank = _pick_rank(pp_rank, [bpb(set(mine)) for mine in on_stage], p.pp)
     rank = on_stage[pp_rank]
-    if layers is not None:
-        if layers < 1:
-            raise KvcalcError(f"--layers must be a positive integer, got {layers}")
-        if layers > len(rank):
-            raise KvcalcError(f"--layers {layers}: PP rank {pp_rank} holds only {len(rank)} cache layers")
-    probed = rank if layers is None else rank[:layers]
-    block_size = cache.block_size
-    if blocks is not None and tokens is not None:
-        raise KvcalcError("give --blocks or --tokens, not both")
-    if blocks is not None:
-        if blocks < 1:
-            raise KvcalcError(f"--blocks must be a positive integer, got {blocks}")
-        num_blocks = blocks
-    else:
-        t = DEFAULT_TOKENS if tokens is None else tokens
-        if t < 0:
-            raise KvcalcError(f"--tokens must be a non-negative integer, got {t}")
-        num_blocks = cdiv(t, block_size) + 1  # + vLLM's null block (block 0, never handed out)
-    # layer-outermost within each group; groups overlay from byte 0
-    offsets: dict[int, int] = {}
-    for g in groups:
-        at = 0
-        for j in g.layers:
-            if j in probed:
-                offsets[j] = at
-                at += specs[j].page_size_bytes * num_blocks
+    probed = _probed_layers(rank, layers, pp_rank)
+    num_blocks = _num_blocks(blocks, tokens, cache.block_size)
+    offsets = _offsets(groups, specs, probed, num_blocks)
     plans = tuple(
         LayerPlan(f"layer {keys[j][0]} ({keys[j][1]})", keys[j][0], keys[j][1], specs[j], group_of[j], offsets[j])
         for j in probed
@@ -202,7 +161,7 @@ def plan_allocation(resolved: Any, settings: Any, *, layers: int | None, blocks:
         rank_layers=len(rank),
         layers=plans,
         num_blocks=num_blocks,
-        block_size=block_size,
+        block_size=cache.block_size,
         bytes_per_block=bpb(set(probed)),
         rank_bytes_per_block=bpb(set(rank)),
         kv_dtype=cache.kv_dtype.name,
@@ -210,6 +169,74 @@ def plan_allocation(resolved: Any, settings: Any, *, layers: int | None, blocks:
         rule=rule,
         notes=tuple(notes),
     )
+
+
+def _stage_layers(model: Any, p: Any, cache: Any,
+                  mamba_pad: int | None) -> tuple[list[tuple[int, str]], list[CacheSpec], list[list[int]]]:
+    """Every cache layer of every PP stage: its (layer, kind), its spec (mamba pages padded as
+    the engine pads them) and, per stage, the indices of its layers."""
+    from kvcalc.core.footprint import stage_specs
+
+    keys: list[tuple[int, str]] = []
+    specs: list[CacheSpec] = []
+    on_stage: list[list[int]] = []
+    for st in stage_specs(model, p, cache):
+        mine = []
+        for layer, spec in st.specs:
+            if mamba_pad and isinstance(spec, MambaSpec):
+                spec = spec.with_padding(mamba_pad)
+            keys.append((layer.layer, layer.kind))
+            specs.append(spec)
+            mine.append(len(specs) - 1)
+        on_stage.append(mine)
+    if not specs:
+        raise KvcalcError(f"{model.name} has no KV cache layers: nothing to allocate")
+    return keys, specs, on_stage
+
+
+def _pick_rank(pp_rank: int | None, stage_bytes_per_block: list[int], pp: int) -> int:
+    """The PP rank asked for, else the one with most bytes per block (the first on a tie)."""
+    stages = len(stage_bytes_per_block)
+    if pp_rank is None:
+        return max(range(stages), key=lambda r: (stage_bytes_per_block[r], -r))
+    if not 0 <= pp_rank < stages:
+        raise KvcalcError(f"--pp-rank {pp_rank} is out of range; valid: 0..{stages - 1} (--pp {pp})")
+    return pp_rank
+
+
+def _probed_layers(rank: list[int], layers: int | None, pp_rank: int) -> list[int]:
+    if layers is None:
+        return rank
+    if layers < 1:
+        raise KvcalcError(f"--layers must be a positive integer, got {layers}")
+    if layers > len(rank):
+        raise KvcalcError(f"--layers {layers}: PP rank {pp_rank} holds only {len(rank)} cache layers")
+    return rank[:layers]
+
+
+def _num_blocks(blocks: int | None, tokens: int | None, block_size: int) -> int:
+    if blocks is not None and tokens is not None:
+        raise KvcalcError("give --blocks or --tokens, not both")
+    if blocks is not None:
+        if blocks < 1:
+            raise KvcalcError(f"--blocks must be a positive integer, got {blocks}")
+        return blocks
+    t = DEFAULT_TOKENS if tokens is None else tokens
+    if t < 0:
+        raise KvcalcError(f"--tokens must be a non-negative integer, got {t}")
+    return cdiv(t, block_size) + 1  # + vLLM's null block (block 0, never handed out)
+
+
+def _offsets(groups: Any, specs: list[CacheSpec], probed: list[int], num_blocks: int) -> dict[int, int]:
+    """Layer-outermost within each group; groups overlay from byte 0."""
+    offsets: dict[int, int] = {}
+    for g in groups:
+        at = 0
+        for j in g.layers:
+            if j in probed:
+                offsets[j] = at
+                at += specs[j].page_size_bytes * num_blocks
+    return offsets
 
 
 def _torch_dtype(torch: Any, name: str, notes: list[str]) -> Any:
@@ -302,105 +329,122 @@ def probe_allocation(resolved: Any, settings: Any, *, device: str, layers: int |
     pinned = False
     if not cuda:
         pinned = env.pin_mmap_threshold()
-    # warm-up: the first CPU/CUDA op loads kernels and code pages, and on the CPU a fill this
-    # large starts the intra-op thread pool (its stacks are resident memory); keep both out of
-    # the deltas
-    w = torch.zeros(4 * MIB if not cuda else 4096, dtype=torch.int8, device=dev)
-    torch.as_strided(w, (2, 2, 2, 8), (64, 8, 16, 1), 0).view(torch.bfloat16)
-    del w
-    gc.collect()
-    if cuda:
-        torch.cuda.synchronize(dev)
-        torch.cuda.empty_cache()
-        a0, r0 = torch.cuda.memory_allocated(dev), torch.cuda.memory_reserved(dev)
-    else:
-        rss0 = env.rss_anon()
+    _warm_up(torch, dev, cuda)
+    before = _counters(torch, dev, cuda, fresh=True)
     buf = torch.zeros(plan.backing_bytes, dtype=torch.int8, device=dev)  # as vLLM: zeros, int8
-    if cuda:
-        torch.cuda.synchronize(dev)
-        a1, r1 = torch.cuda.memory_allocated(dev), torch.cuda.memory_reserved(dev)
-    else:
-        rss1 = env.rss_anon()
+    after = _counters(torch, dev, cuda)
     try:
         views = _views(torch, buf, plan, notes)
         rows = _rows(torch, buf, plan, views)
     finally:
         storage = buf.untyped_storage().nbytes()
-    rows.insert(
-        0,
-        Row(
-            "backing buffer: storage bytes",
-            plan.backing_bytes,
-            storage,
-            note=f"untyped_storage().nbytes() of one int8 buffer of bytes_per_block {plan.bytes_per_block:,} x {plan.num_blocks:,} blocks",
-        ),
-    )
+    rows.insert(0, _storage_row(plan, storage))
     if cuda:
-        pa, pr = cuda_allocator_prediction(plan.backing_bytes)
-        expandable = "expandable_segments:true" in _alloc_conf().replace(" ", "").lower()
-        rows.append(
-            Row(
-                "torch.cuda.memory_allocated() delta",
-                pa,
-                a1 - a0,
-                tolerance=K_ROUND_LARGE if expandable else 0,
-                note="the caching allocator counts whole 512 B blocks (the full segment when the rest is too small to split)"
-                + ("; expandable segments split differently: within 2 MiB" if expandable else ""),
-            )
-        )
-        small = plan.backing_bytes <= K_SMALL_SIZE
-        tol = K_LARGE_BUFFER if expandable else (K_SMALL_BUFFER if small else 0)
-        rows.append(
-            Row(
-                "torch.cuda.memory_reserved() delta",
-                pr,
-                r1 - r0,
-                tolerance=tol,
-                note=(
-                    "segments: 2 MiB for requests up to 1 MiB, 20 MiB below 10 MiB, else the request rounded up to 2 MiB"
-                    + ("; expandable segments map 2 MiB pages, so up to 20 MiB either way" if expandable else "")
-                    + ("; a small request may fit an existing 2 MiB segment (0 B)" if small and not expandable else "")
-                ),
-            )
-        )
+        rows += _cuda_rows(plan, before, after)
+    elif before[0] is not None and after[0] is not None:
+        rows.append(_rss_row(plan, after[0] - before[0], pinned))
     else:
-        if rss0 is not None and rss1 is not None:
-            thp = env.thp_mode()
-            gran = 2 * MIB if thp == "always" else env.page_size()
-            tol = 2 * gran + NOISE
-            rows.append(
-                Row(
-                    "resident memory delta (RssAnon)",
-                    plan.backing_bytes,
-                    rss1 - rss0,
-                    tolerance=tol,
-                    info=not pinned and plan.backing_bytes < 32 * MIB,
-                    note=(
-                        f"RssAnon of /proc/self/status before and after torch.zeros touched every page; pages of {gran:,} B (THP {thp}): the buffer's first and last pages may be shared with "
-                        f"allocator headers (2 pages), plus {NOISE // 1024} KiB for the interpreter's own allocations; "
-                        + ("glibc's mmap threshold was pinned at 128 KiB so the buffer is a fresh mapping"
-                           if pinned else "glibc's mmap threshold could not be pinned: a buffer under 32 MiB may reuse resident heap, "
-                           "so this row is shown for information only")
-                    ),
-                )
-            )
-        else:
-            notes.append("no /proc/self/status here: the resident-memory measurement is skipped")
-    # the whole rank, from the probed layers
-    if len(plan.layers) < plan.rank_layers:
-        rows.append(
-            Row(
-                f"whole rank ({plan.rank_layers} layers), scaled",
-                plan.rank_backing_bytes,
-                storage * plan.rank_bytes_per_block // plan.bytes_per_block,
-                info=True,
-                note=f"measured x rank bytes_per_block {plan.rank_bytes_per_block:,} / probed {plan.bytes_per_block:,}",
-            )
-        )
+        notes.append("no /proc/self/status here: the resident-memory measurement is skipped")
+    if len(plan.layers) < plan.rank_layers:  # the whole rank, from the probed layers
+        rows.append(_rank_row(plan, storage))
     del views, buf
     if cuda:
         torch.cuda.empty_cache()
     gc.collect()
+    return _alloc_check(plan, device, rows, notes)
+
+
+def _warm_up(torch: Any, dev: Any, cuda: bool) -> None:
+    """The first CPU/CUDA op loads kernels and code pages, and on the CPU a fill this large
+    starts the intra-op thread pool (its stacks are resident memory): keep both out of the deltas."""
+    w = torch.zeros(4 * MIB if not cuda else 4096, dtype=torch.int8, device=dev)
+    torch.as_strided(w, (2, 2, 2, 8), (64, 8, 16, 1), 0).view(torch.bfloat16)
+    del w
+    gc.collect()
+
+
+def _counters(torch: Any, dev: Any, cuda: bool, *, fresh: bool = False) -> tuple[int | None, int | None]:
+    """CUDA: (memory_allocated, memory_reserved), the cache emptied first when ``fresh``;
+    CPU: (RssAnon, None)."""
+    if not cuda:
+        return env.rss_anon(), None
+    torch.cuda.synchronize(dev)
+    if fresh:
+        torch.cuda.empty_cache()
+    return torch.cuda.memory_allocated(dev), torch.cuda.memory_reserved(dev)
+
+
+def _storage_row(plan: AllocPlan, storage: int) -> Row:
+    return Row(
+        "backing buffer: storage bytes",
+        plan.backing_bytes,
+        storage,
+        note=f"untyped_storage().nbytes() of one int8 buffer of bytes_per_block {plan.bytes_per_block:,} x {plan.num_blocks:,} blocks",
+    )
+
+
+def _cuda_rows(plan: AllocPlan, before: tuple[int | None, int | None],
+               after: tuple[int | None, int | None]) -> list[Row]:
+    a0, r0 = before
+    a1, r1 = after
+    assert a0 is not None and r0 is not None and a1 is not None and r1 is not None
+    pa, pr = cuda_allocator_prediction(plan.backing_bytes)
+    expandable = "expandable_segments:true" in _alloc_conf().replace(" ", "").lower()
+    small = plan.backing_bytes <= K_SMALL_SIZE
+    tol = K_LARGE_BUFFER if expandable else (K_SMALL_BUFFER if small else 0)
+    return [
+        Row(
+            "torch.cuda.memory_allocated() delta",
+            pa,
+            a1 - a0,
+            tolerance=K_ROUND_LARGE if expandable else 0,
+            note="the caching allocator counts whole 512 B blocks (the full segment when the rest is too small to split)"
+            + ("; expandable segments split differently: within 2 MiB" if expandable else ""),
+        ),
+        Row(
+            "torch.cuda.memory_reserved() delta",
+            pr,
+            r1 - r0,
+            tolerance=tol,
+            note=(
+                "segments: 2 MiB for requests up to 1 MiB, 20 MiB below 10 MiB, else the request rounded up to 2 MiB"
+                + ("; expandable segments map 2 MiB pages, so up to 20 MiB either way" if expandable else "")
+                + ("; a small request may fit an existing 2 MiB segment (0 B)" if small and not expandable else "")
+            ),
+        ),
+    ]
+
+
+def _rss_row(plan: AllocPlan, delta: int, pinned: bool) -> Row:
+    thp = env.thp_mode()
+    gran = 2 * MIB if thp == "always" else env.page_size()
+    return Row(
+        "resident memory delta (RssAnon)",
+        plan.backing_bytes,
+        delta,
+        tolerance=2 * gran + NOISE,
+        info=not pinned and plan.backing_bytes < 32 * MIB,
+        note=(
+            f"RssAnon of /proc/self/status before and after torch.zeros touched every page; pages of {gran:,} B (THP {thp}): the buffer's first and last pages may be shared with "
+            f"allocator headers (2 pages), plus {NOISE // 1024} KiB for the interpreter's own allocations; "
+            + ("glibc's mmap threshold was pinned at 128 KiB so the buffer is a fresh mapping"
+               if pinned else "glibc's mmap threshold could not be pinned: a buffer under 32 MiB may reuse resident heap, "
+               "so this row is shown for information only")
+        ),
+    )
+
+
+def _rank_row(plan: AllocPlan, storage: int) -> Row:
+    return Row(
+        f"whole rank ({plan.rank_layers} layers), scaled",
+        plan.rank_backing_bytes,
+        storage * plan.rank_bytes_per_block // plan.bytes_per_block,
+        info=True,
+        note=f"measured x rank bytes_per_block {plan.rank_bytes_per_block:,} / probed {plan.bytes_per_block:,}",
+    )
+
+
+def _alloc_check(plan: AllocPlan, device: str, rows: list[Row], notes: list[str]) -> Check:
     engine = "vLLM 0.33 KV cache layout (allocate_kv_cache, LBNHC)"
     check = Check("alloc", f"Pool allocation on {device}", engine, rows)
     check.facts = [

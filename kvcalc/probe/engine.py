@@ -18,9 +18,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kvcalc.app.probe_report import Check, Row
 from kvcalc.errors import KvcalcError
 from kvcalc.probe import env
-from kvcalc.probe.report import Check, Row
 
 
 class _Capture(logging.Handler):

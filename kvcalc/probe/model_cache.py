@@ -32,10 +32,10 @@ import copy
 import warnings
 from typing import Any
 
+from kvcalc.app.probe_report import Check, Row
 from kvcalc.core.specs import cdiv
 from kvcalc.errors import KvcalcError
 from kvcalc.probe import env
-from kvcalc.probe.report import Check, Row
 
 VOCAB = 512
 MLP = 64
@@ -157,8 +157,8 @@ def _storage_bytes(tensors: list[Any]) -> int:
 
 def probe_model_cache(resolved: Any, settings: Any, *, layers: int | None, prompt: int | None, gen: int | None,
                       device: str) -> Check:
-    from kvcalc.core.footprint import layer_spec
     from kvcalc.app.service import cache_settings, default_block_size, model_dtype
+    from kvcalc.core.footprint import layer_spec
     from kvcalc.sources.config import spec_from_config
 
     transformers = env.need_transformers()

@@ -26,8 +26,8 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from kvcalc.app.probe_report import Check, Row
 from kvcalc.errors import KvcalcError
-from kvcalc.probe.report import Check, Row
 
 GIB = 1 << 30
 HALF = Decimal("0.005")
