@@ -54,7 +54,7 @@ def shrink_config(config: dict, layers: int) -> tuple[dict, list[str]]:
     KV cache made small. Lists with one entry per layer (layer_types, ...) are cut too."""
     cfg = copy.deepcopy(config)
     notes: list[str] = []
-    target = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    target: dict[str, Any] = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
     n = target.get("num_hidden_layers")
     if not isinstance(n, int) or n < 1:
         raise KvcalcError("the model's config has no num_hidden_layers: --model-cache cannot build it")
@@ -91,7 +91,7 @@ def transformers_layout(layer: Any, config: dict, T: int, last_step: int, mla_la
     """What transformers' DynamicCache holds for one layer after ``T`` positions, the last
     update having brought ``last_step`` of them (1 for a decode step, P for the prefill)."""
     if layer.kind == "mla":
-        text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+        text: dict[str, Any] = config["text_config"] if isinstance(config.get("text_config"), dict) else config
         if mla_latent:
             return {
                 "visible": T,
