@@ -50,6 +50,68 @@ class Row:
         return AGREE if abs(self.measured - self.predicted) <= self.tolerance else DISAGREE
 
 
+@dataclass(frozen=True)
+class AllocFacts:
+    """What the allocation check laid out."""
+
+    pp_rank: int
+    pp: int
+    tp: int
+    layers_probed: int
+    rank_layers: int
+    num_blocks: int
+    block_size: int
+    kv_dtype: str
+    grouping: str
+    bytes_per_block: int  # the probed layers
+    rank_bytes_per_block: int  # every layer of the rank
+
+
+@dataclass(frozen=True)
+class ModelCacheFacts:
+    """What the model-cache check built and ran."""
+
+    prompt: int
+    gen: int
+    layers: int
+    model_layers: int
+    dtype: str
+    device: str
+    transformers_bytes: int  # visible K+V bytes of the built layers
+    vllm_bytes: int  # what vLLM would hold for the same layers and request
+    vllm_block_size: int
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What the engine check started."""
+
+    available_bytes: int
+    memory_given: bool  # --kv-cache-memory, else profiled by the worker
+    max_model_len: int
+    block_size: int
+    gpu: str
+
+
+@dataclass(frozen=True)
+class LogFacts:
+    """What the log check read from the log and derived from it."""
+
+    log_format: str
+    vllm_version: str | None  # as the log names it
+    printed_gib: str
+    low_bytes: int
+    high_bytes: int
+    max_model_len: int
+    block_size: int
+    bytes_per_block: int
+    blocks_low: int
+    blocks_high: int
+
+
+Facts = AllocFacts | ModelCacheFacts | EngineFacts | LogFacts
+
+
 @dataclass
 class Check:
     """One of the four checks: its rows, what it compared, and why the tolerances are what they are."""
@@ -59,7 +121,7 @@ class Check:
     engine: str  # which engine's numbers the predictions are for
     rows: list[Row] = field(default_factory=list)
     explanation: list[str] = field(default_factory=list)
-    facts: list[tuple[str, str]] = field(default_factory=list)
+    facts: Facts | None = None  # the figures the check worked with, shown above its rows
     details: dict[str, Any] = field(default_factory=dict)
 
     @property

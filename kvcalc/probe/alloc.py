@@ -31,7 +31,7 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from kvcalc.app.probe_report import Check, Row
+from kvcalc.app.probe_report import AllocFacts, Check, Row
 from kvcalc.core.specs import AttentionSpec, cdiv
 from kvcalc.probe import env
 from kvcalc.probe.layout import AllocPlan, LayerPlan, plan_allocation
@@ -296,14 +296,11 @@ def _rank_row(plan: AllocPlan, storage: int) -> Row:
 def _alloc_check(plan: AllocPlan, device: str, rows: list[Row], notes: list[str]) -> Check:
     engine = "vLLM 0.33 KV cache layout (allocate_kv_cache, LBNHC)"
     check = Check("alloc", f"Pool allocation on {device}", engine, rows)
-    check.facts = [
-        ("rank", f"PP rank {plan.pp_rank} of {plan.pp}, TP rank 0 of {plan.tp}"),
-        ("layers probed", f"{len(plan.layers)} of the rank's {plan.rank_layers} cache layers"),
-        ("blocks", f"{plan.num_blocks:,} x {plan.block_size} tokens"),
-        ("kv dtype", plan.kv_dtype),
-        ("grouping", plan.rule),
-        ("bytes per block", f"{plan.bytes_per_block:,} (probed layers), {plan.rank_bytes_per_block:,} (whole rank)"),
-    ]
+    check.facts = AllocFacts(
+        pp_rank=plan.pp_rank, pp=plan.pp, tp=plan.tp, layers_probed=len(plan.layers), rank_layers=plan.rank_layers,
+        num_blocks=plan.num_blocks, block_size=plan.block_size, kv_dtype=plan.kv_dtype, grouping=plan.rule,
+        bytes_per_block=plan.bytes_per_block, rank_bytes_per_block=plan.rank_bytes_per_block,
+    )
     check.explanation = [
         "vLLM 0.33 allocates one int8 buffer of bytes_per_block x num_blocks (torch.zeros) and views it per layer "
         "as [blocks, kv heads, tokens, K+V bytes] in the cache dtype; KV cache groups overlay from byte 0",

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.app.probe_report import Check, Row
+from kvcalc.app.probe_report import Check, EngineFacts, Row
 from kvcalc.errors import KvcalcError
 from kvcalc.probe import env
 
@@ -93,12 +93,8 @@ def probe_engine(resolved: Any, settings: Any, *, engine: str) -> Check:
     pool = _predicted_pool(resolved, settings, available, L, block_size)
     rows = _engine_rows(pool, cache_cfg.num_gpu_blocks, available, worker, capture, L)
     check = Check("engine", f"vLLM {vllm.__version__} with dummy weights", f"vLLM {vllm.__version__} (0.33 rules)", rows)
-    check.facts = [
-        ("available KV cache memory", f"{int(available):,} B" + (" (--kv-cache-memory)" if kv_bytes else " (profiled)")),
-        ("max_model_len", f"{L:,}"),
-        ("block size", str(block_size)),
-        ("GPU", torch.cuda.get_device_name(0)),
-    ]
+    check.facts = EngineFacts(available_bytes=int(available), memory_given=bool(kv_bytes), max_model_len=L,
+                              block_size=block_size, gpu=torch.cuda.get_device_name(0))
     check.explanation = [
         "kvcalc's prediction takes the exact bytes vLLM's worker found available and applies vLLM 0.33's pool "
         "rules (grouping, bytes per block, null block, concurrency)",

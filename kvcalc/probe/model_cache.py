@@ -32,7 +32,7 @@ import copy
 import warnings
 from typing import Any
 
-from kvcalc.app.probe_report import Check, Row
+from kvcalc.app.probe_report import Check, ModelCacheFacts, Row
 from kvcalc.core.specs import cdiv
 from kvcalc.errors import KvcalcError
 from kvcalc.probe import env
@@ -285,14 +285,10 @@ def _describe(check: Check, model: Any, per_layer: list[dict[str, Any]], notes: 
     T = P + G - 1
     v_total = sum(x["vllm"]["bytes"] for x in per_layer)
     t_total = sum(x["transformers"]["visible_bytes"] for x in per_layer)
-    check.facts = [
-        ("positions", f"P + G - 1 = {P} + {G} - 1 = {T}"),
-        ("layers", f"{n_layers} of {model.num_layers}"),
-        ("dtype", dtype_name),
-        ("device", device),
-        ("transformers holds (visible)", f"{t_total:,} B for {n_layers} layers"),
-        ("vLLM would hold", f"{v_total:,} B for {n_layers} layers ({bs}-token blocks, the same request)"),
-    ]
+    check.facts = ModelCacheFacts(
+        prompt=P, gen=G, layers=n_layers, model_layers=model.num_layers, dtype=dtype_name, device=device,
+        transformers_bytes=t_total, vllm_bytes=v_total, vllm_block_size=bs,
+    )
     check.explanation = [
         *notes,
         "the rows are transformers' numbers; the vLLM figures (block-rounded, the MLA latent, a window of W "

@@ -26,7 +26,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.app.probe_report import Check, Row
+from kvcalc.app.probe_report import Check, LogFacts, Row
 from kvcalc.errors import KvcalcError
 
 if TYPE_CHECKING:
@@ -197,14 +197,11 @@ def probe_log(resolved: Any, settings: Any, path: str, *, vllm_version_given: st
     p_lo, p_mid, p_hi = (_pool(resolved, settings, changes, mem) for mem in (lo, mid, hi))
     rows = _log_rows(log, version, L, p_lo, p_mid, p_hi)
     check = Check("vllm-log", f"vLLM log {Path(path).name}", f"vLLM {version} rules ({why_version})", rows)
-    check.facts = [
-        ("log format", log.format + (f", vLLM {log.version}" if log.version else "")),
-        ("available KV cache memory", f"{printed} GiB as printed -> {lo:,}..{hi:,} B"),
-        ("max_model_len", f"{L:,}"),
-        ("block size", str(p_mid.block_size)),
-        ("bytes per block", f"{p_mid.bytes_per_block:,}"),
-        ("blocks at both ends", f"{p_lo.num_blocks:,}..{p_hi.num_blocks:,}"),
-    ]
+    check.facts = LogFacts(
+        log_format=log.format, vllm_version=log.version, printed_gib=printed, low_bytes=lo, high_bytes=hi,
+        max_model_len=L, block_size=p_mid.block_size, bytes_per_block=p_mid.bytes_per_block,
+        blocks_low=p_lo.num_blocks, blocks_high=p_hi.num_blocks,
+    )
     check.explanation = [
         "vLLM prints the available memory rounded to 0.01 GiB: the bytes it had lie within +-0.005 GiB "
         "(+-5,368,709 B) of the printed value, so each prediction is the range the two ends give",

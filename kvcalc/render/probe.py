@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.probe_report import Check, ProbeReport, Row
+from kvcalc.app.probe_report import AllocFacts, Check, EngineFacts, Facts, LogFacts, ModelCacheFacts, ProbeReport, Row
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table, render
 
@@ -43,11 +43,52 @@ def check_payload(c: Check) -> dict[str, Any]:
         "title": c.title,
         "engine": c.engine,
         "verdict": c.verdict,
-        "facts": {k: v for k, v in c.facts},
+        "facts": {k: v for k, v in check_facts(c.facts)},
         "measurements": [row_payload(r) for r in c.rows],
         "explanation": list(c.explanation),
         "details": c.details,
     }
+
+
+def check_facts(f: Facts | None) -> list[tuple[str, str]]:
+    """(label, value) lines of what a check worked with."""
+    if isinstance(f, AllocFacts):
+        return [
+            ("rank", f"PP rank {f.pp_rank} of {f.pp}, TP rank 0 of {f.tp}"),
+            ("layers probed", f"{f.layers_probed} of the rank's {f.rank_layers} cache layers"),
+            ("blocks", f"{f.num_blocks:,} x {f.block_size} tokens"),
+            ("kv dtype", f.kv_dtype),
+            ("grouping", f.grouping),
+            ("bytes per block", f"{f.bytes_per_block:,} (probed layers), {f.rank_bytes_per_block:,} (whole rank)"),
+        ]
+    if isinstance(f, ModelCacheFacts):
+        return [
+            ("positions", f"P + G - 1 = {f.prompt} + {f.gen} - 1 = {f.prompt + f.gen - 1}"),
+            ("layers", f"{f.layers} of {f.model_layers}"),
+            ("dtype", f.dtype),
+            ("device", f.device),
+            ("transformers holds (visible)", f"{f.transformers_bytes:,} B for {f.layers} layers"),
+            ("vLLM would hold",
+             f"{f.vllm_bytes:,} B for {f.layers} layers ({f.vllm_block_size}-token blocks, the same request)"),
+        ]
+    if isinstance(f, EngineFacts):
+        return [
+            ("available KV cache memory",
+             f"{f.available_bytes:,} B" + (" (--kv-cache-memory)" if f.memory_given else " (profiled)")),
+            ("max_model_len", f"{f.max_model_len:,}"),
+            ("block size", str(f.block_size)),
+            ("GPU", f.gpu),
+        ]
+    if isinstance(f, LogFacts):
+        return [
+            ("log format", f.log_format + (f", vLLM {f.vllm_version}" if f.vllm_version else "")),
+            ("available KV cache memory", f"{f.printed_gib} GiB as printed -> {f.low_bytes:,}..{f.high_bytes:,} B"),
+            ("max_model_len", f"{f.max_model_len:,}"),
+            ("block size", str(f.block_size)),
+            ("bytes per block", f"{f.bytes_per_block:,}"),
+            ("blocks at both ends", f"{f.blocks_low:,}..{f.blocks_high:,}"),
+        ]
+    return []
 
 
 def probe_payload(report: ProbeReport) -> dict[str, Any]:
@@ -62,7 +103,7 @@ def probe_payload(report: ProbeReport) -> dict[str, Any]:
 
 def check_document(check: Check, units: str = "iec") -> Document:
     sub = Document(f"{check.title}: {check.verdict}")
-    sub.facts = [("numbers for", check.engine), *check.facts]
+    sub.facts = [("numbers for", check.engine), *check_facts(check.facts)]
     table = Table("", list(COLUMNS), align=list(ALIGN))
     for r in check.rows:
         table.rows.append(
