@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.probe_report import AllocFacts, Check, EngineFacts, Facts, LogFacts, ModelCacheFacts, ProbeReport, Row
+from kvcalc.app.probe_report import (
+    AllocFacts,
+    Check,
+    EngineFacts,
+    Facts,
+    LogFacts,
+    ModelCacheFacts,
+    ProbeReport,
+    Row,
+)
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table, render
 
