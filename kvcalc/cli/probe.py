@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from kvcalc.cli import options as o
+
+if TYPE_CHECKING:
+    from kvcalc.app.service import Settings
 
 Device = Annotated[str, typer.Option("--device", help="auto (CUDA when visible, else CPU) | cpu | cuda | cuda:N")]
 Layers = Annotated[
@@ -66,30 +69,20 @@ def probe(
     """Measure what the formulas predict: a KV pool allocated as vLLM lays it out (CPU or CUDA),
     a transformers model's own cache (--model-cache), vLLM itself (--engine vllm), or a vLLM
     start-up log (--from-vllm-log). Exit 0 all agree, 1 a disagreement, 3 the probe cannot run here."""
-    from kvcalc.app.service import Settings
-    from kvcalc.probe.report import ProbeReport
-    from kvcalc.render import render
+    from kvcalc.app.probe_report import ProbeReport
+    from kvcalc.render.probe import render_probe
     from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)
     u = o.check_units(units)
-    settings = Settings(
-        tp=1 if tp is None else tp,
-        pp=1 if pp is None else pp,
-        kv_dtype=kv_dtype or "auto",
-        dtype=dtype,
-        block_size=block_size,
-        max_model_len=max_model_len,
-        vllm_version=vllm_version or "0.33",
-        gpu_memory_utilization=gpu_memory_utilization,
-        kv_cache_memory=kv_cache_memory,
-        max_num_batched_tokens=max_num_batched_tokens,
-        max_concurrent_batches=max_concurrent_batches,
+    settings = _settings(
+        tp=tp, pp=pp, kv_dtype=kv_dtype, dtype=dtype, block_size=block_size, max_model_len=max_model_len,
+        vllm_version=vllm_version, gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory=kv_cache_memory,
+        max_num_batched_tokens=max_num_batched_tokens, max_concurrent_batches=max_concurrent_batches,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
     )
     resolved = resolve(model, revision=revision)
     report = ProbeReport(resolved.spec.name, resolved.source)
-    run_alloc = alloc or not (model_cache or engine or from_vllm_log)
     if from_vllm_log:
         from kvcalc.probe.vllm_log import probe_log
 
@@ -97,7 +90,7 @@ def probe(
             probe_log(resolved, settings, from_vllm_log, vllm_version_given=vllm_version, tp_given=tp is not None,
                       pp_given=pp is not None, kv_dtype_given=kv_dtype is not None)
         )
-    if run_alloc:
+    if alloc or not (model_cache or engine or from_vllm_log):
         from kvcalc.probe.alloc import probe_allocation
 
         report.checks.append(
@@ -114,6 +107,20 @@ def probe(
         from kvcalc.probe.engine import probe_engine
 
         report.checks.append(probe_engine(resolved, settings, engine=engine))
-    o.emit(render(fmt, report.payload(), None if fmt == "json" else report.document(u)))
+    o.emit(render_probe(fmt, report, u))
     if report.exit_code:
         raise typer.Exit(report.exit_code)
+
+
+def _settings(*, tp: int | None, pp: int | None, kv_dtype: str | None, vllm_version: str | None,
+              **given: Any) -> Settings:
+    """The engine settings of a probe: TP/PP 1, the KV dtype auto and vLLM 0.33 rules unless given."""
+    from kvcalc.app.service import Settings
+
+    return Settings(  # type: ignore[call-arg]  # a kvcalc.core.record class: mypy sees no __init__ fields
+        tp=1 if tp is None else tp,
+        pp=1 if pp is None else pp,
+        kv_dtype=kv_dtype or "auto",
+        vllm_version=vllm_version or "0.33",
+        **given,
+    )

@@ -10,12 +10,14 @@ blocks, tokens, concurrency) with the difference, the tolerance and a verdict:
 3. ``engine``: vLLM itself, started with dummy weights (:mod:`kvcalc.probe.engine`)
 4. ``vllm_log``: the figures a vLLM start-up log reports (:mod:`kvcalc.probe.vllm_log`)
 
-torch and transformers (the ``probe`` extra) are imported only inside the functions that
-need them; a probe that cannot run here raises ``KvcalcError(..., exit_code=3)``.
+Each check returns a :class:`kvcalc.app.probe_report.Check` (data only);
+:mod:`kvcalc.render.probe` turns the report into JSON, tables and Markdown. torch and
+transformers (the ``probe`` extra) are imported only inside the functions that need them;
+a probe that cannot run here raises ``KvcalcError(..., exit_code=3)``.
 """
 
 from __future__ import annotations
 
-from kvcalc.probe.report import Check, ProbeReport, Row
+from kvcalc.app.probe_report import Check, ProbeReport, Row
 
 __all__ = ["Check", "ProbeReport", "Row"]

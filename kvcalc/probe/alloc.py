@@ -12,7 +12,8 @@ tokens outside heads. KV cache groups overlay each other from byte 0, so the buf
 largest group's sum of pages times the blocks. MLA layers are ``[B, 1, N, 576]`` (the latent,
 no separate V); mamba layers are one page of state tensors per block.
 
-The probe does the same on the chosen device and compares:
+The layout is worked out without torch (:mod:`kvcalc.probe.layout`); the probe then
+allocates it on the chosen device and compares:
 
 - the backing storage (``untyped_storage().nbytes()``) with ``bytes_per_block x num_blocks``;
 - every layer view's bytes (``numel x element_size``) with ``page x num_blocks``, and the
@@ -28,16 +29,14 @@ The probe does the same on the chosen device and compares:
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass
 from typing import Any
 
-from kvcalc.core.specs import AttentionSpec, CacheSpec, MambaSpec, cdiv
-from kvcalc.errors import KvcalcError
+from kvcalc.app.probe_report import AllocFacts, Check, Row
+from kvcalc.core.specs import AttentionSpec, cdiv
 from kvcalc.probe import env
-from kvcalc.probe.report import Check, Row
+from kvcalc.probe.layout import AllocPlan, LayerPlan, plan_allocation
 
 MIB = 1 << 20
-DEFAULT_TOKENS = 4096
 CPU_HEADROOM = 256 * MIB  # left free on the host for everything else
 CUDA_HEADROOM = 64 * MIB
 NOISE = 256 * 1024  # interpreter allocations between the two RSS readings
@@ -87,129 +86,6 @@ def cuda_allocator_prediction(size: int) -> tuple[int, int]:
     rest = segment - rounded
     split = rest >= K_MIN_BLOCK if small else rest > K_SMALL_SIZE
     return (rounded if split else segment), segment
-
-
-@dataclass(frozen=True)
-class LayerPlan:
-    name: str  # "layer 3 (full)"
-    layer: int
-    kind: str
-    spec: CacheSpec
-    group: int
-    offset: int  # bytes into the backing buffer
-
-
-@dataclass(frozen=True)
-class AllocPlan:
-    model: str
-    pp_rank: int
-    tp: int
-    pp: int
-    rank_layers: int  # cache-holding modules on the rank
-    layers: tuple[LayerPlan, ...]  # the probed ones
-    num_blocks: int
-    block_size: int
-    bytes_per_block: int  # probed layers
-    rank_bytes_per_block: int  # every layer of the rank
-    kv_dtype: str
-    state_dtype: str
-    rule: str
-    notes: tuple[str, ...]
-
-    @property
-    def backing_bytes(self) -> int:
-        return self.bytes_per_block * self.num_blocks
-
-    @property
-    def rank_backing_bytes(self) -> int:
-        return self.rank_bytes_per_block * self.num_blocks
-
-
-def plan_allocation(resolved: Any, settings: Any, *, layers: int | None, blocks: int | None,
-                    tokens: int | None, pp_rank: int | None) -> AllocPlan:
-    """The layout vLLM 0.33 gives the probed layers of one rank (pure: no torch)."""
-    from kvcalc.app.service import cache_settings, check_version, default_block_size, model_dtype
-    from kvcalc.app.service import plan as make_plan
-    from kvcalc.core.footprint import stage_specs
-    from kvcalc.core.pool import engine_cache, group_layers
-
-    model = resolved.spec
-    check_version(settings)
-    cache = cache_settings(model, settings, block_size=default_block_size(model, settings))
-    p = make_plan(settings)
-    cache, mamba_pad, notes = engine_cache(model, p, cache)
-    stages = stage_specs(model, p, cache)
-    keys: list[tuple[int, str]] = []
-    specs: list[CacheSpec] = []
-    on_stage: list[list[int]] = []
-    for st in stages:
-        mine = []
-        for layer, spec in st.specs:
-            if mamba_pad and isinstance(spec, MambaSpec):
-                spec = spec.with_padding(mamba_pad)
-            keys.append((layer.layer, layer.kind))
-            specs.append(spec)
-            mine.append(len(specs) - 1)
-        on_stage.append(mine)
-    if not specs:
-        raise KvcalcError(f"{model.name} has no KV cache layers: nothing to allocate")
-    groups, specs, rule = group_layers(specs, disable_hybrid=settings.disable_hybrid_kv_cache_manager)
-    group_of = {j: gi for gi, g in enumerate(groups) for j in g.layers}
-
-    def bpb(members: set[int]) -> int:
-        return max(sum(specs[j].page_size_bytes for j in g.layers if j in members) for g in groups)
-
-    if pp_rank is None:
-        pp_rank = max(range(len(stages)), key=lambda r: (bpb(set(on_stage[r])), -r))
-    elif not 0 <= pp_rank < len(stages):
-        raise KvcalcError(f"--pp-rank {pp_rank} is out of range; valid: 0..{len(stages) - 1} (--pp {p.pp})")
-    rank = on_stage[pp_rank]
-    if layers is not None:
-        if layers < 1:
-            raise KvcalcError(f"--layers must be a positive integer, got {layers}")
-        if layers > len(rank):
-            raise KvcalcError(f"--layers {layers}: PP rank {pp_rank} holds only {len(rank)} cache layers")
-    probed = rank if layers is None else rank[:layers]
-    block_size = cache.block_size
-    if blocks is not None and tokens is not None:
-        raise KvcalcError("give --blocks or --tokens, not both")
-    if blocks is not None:
-        if blocks < 1:
-            raise KvcalcError(f"--blocks must be a positive integer, got {blocks}")
-        num_blocks = blocks
-    else:
-        t = DEFAULT_TOKENS if tokens is None else tokens
-        if t < 0:
-            raise KvcalcError(f"--tokens must be a non-negative integer, got {t}")
-        num_blocks = cdiv(t, block_size) + 1  # + vLLM's null block (block 0, never handed out)
-    # layer-outermost within each group; groups overlay from byte 0
-    offsets: dict[int, int] = {}
-    for g in groups:
-        at = 0
-        for j in g.layers:
-            if j in probed:
-                offsets[j] = at
-                at += specs[j].page_size_bytes * num_blocks
-    plans = tuple(
-        LayerPlan(f"layer {keys[j][0]} ({keys[j][1]})", keys[j][0], keys[j][1], specs[j], group_of[j], offsets[j])
-        for j in probed
-    )
-    return AllocPlan(
-        model=model.name,
-        pp_rank=pp_rank,
-        tp=p.tp,
-        pp=p.pp,
-        rank_layers=len(rank),
-        layers=plans,
-        num_blocks=num_blocks,
-        block_size=block_size,
-        bytes_per_block=bpb(set(probed)),
-        rank_bytes_per_block=bpb(set(rank)),
-        kv_dtype=cache.kv_dtype.name,
-        state_dtype=model_dtype(model, settings),
-        rule=rule,
-        notes=tuple(notes),
-    )
 
 
 def _torch_dtype(torch: Any, name: str, notes: list[str]) -> Any:
@@ -302,115 +178,129 @@ def probe_allocation(resolved: Any, settings: Any, *, device: str, layers: int |
     pinned = False
     if not cuda:
         pinned = env.pin_mmap_threshold()
-    # warm-up: the first CPU/CUDA op loads kernels and code pages, and on the CPU a fill this
-    # large starts the intra-op thread pool (its stacks are resident memory); keep both out of
-    # the deltas
-    w = torch.zeros(4 * MIB if not cuda else 4096, dtype=torch.int8, device=dev)
-    torch.as_strided(w, (2, 2, 2, 8), (64, 8, 16, 1), 0).view(torch.bfloat16)
-    del w
-    gc.collect()
-    if cuda:
-        torch.cuda.synchronize(dev)
-        torch.cuda.empty_cache()
-        a0, r0 = torch.cuda.memory_allocated(dev), torch.cuda.memory_reserved(dev)
-    else:
-        rss0 = env.rss_anon()
+    _warm_up(torch, dev, cuda)
+    before = _counters(torch, dev, cuda, fresh=True)
     buf = torch.zeros(plan.backing_bytes, dtype=torch.int8, device=dev)  # as vLLM: zeros, int8
-    if cuda:
-        torch.cuda.synchronize(dev)
-        a1, r1 = torch.cuda.memory_allocated(dev), torch.cuda.memory_reserved(dev)
-    else:
-        rss1 = env.rss_anon()
+    after = _counters(torch, dev, cuda)
     try:
         views = _views(torch, buf, plan, notes)
         rows = _rows(torch, buf, plan, views)
     finally:
         storage = buf.untyped_storage().nbytes()
-    rows.insert(
-        0,
-        Row(
-            "backing buffer: storage bytes",
-            plan.backing_bytes,
-            storage,
-            note=f"untyped_storage().nbytes() of one int8 buffer of bytes_per_block {plan.bytes_per_block:,} x {plan.num_blocks:,} blocks",
-        ),
-    )
+    rows.insert(0, _storage_row(plan, storage))
     if cuda:
-        pa, pr = cuda_allocator_prediction(plan.backing_bytes)
-        expandable = "expandable_segments:true" in _alloc_conf().replace(" ", "").lower()
-        rows.append(
-            Row(
-                "torch.cuda.memory_allocated() delta",
-                pa,
-                a1 - a0,
-                tolerance=K_ROUND_LARGE if expandable else 0,
-                note="the caching allocator counts whole 512 B blocks (the full segment when the rest is too small to split)"
-                + ("; expandable segments split differently: within 2 MiB" if expandable else ""),
-            )
-        )
-        small = plan.backing_bytes <= K_SMALL_SIZE
-        tol = K_LARGE_BUFFER if expandable else (K_SMALL_BUFFER if small else 0)
-        rows.append(
-            Row(
-                "torch.cuda.memory_reserved() delta",
-                pr,
-                r1 - r0,
-                tolerance=tol,
-                note=(
-                    "segments: 2 MiB for requests up to 1 MiB, 20 MiB below 10 MiB, else the request rounded up to 2 MiB"
-                    + ("; expandable segments map 2 MiB pages, so up to 20 MiB either way" if expandable else "")
-                    + ("; a small request may fit an existing 2 MiB segment (0 B)" if small and not expandable else "")
-                ),
-            )
-        )
+        rows += _cuda_rows(plan, before, after)
+    elif before[0] is not None and after[0] is not None:
+        rows.append(_rss_row(plan, after[0] - before[0], pinned))
     else:
-        if rss0 is not None and rss1 is not None:
-            thp = env.thp_mode()
-            gran = 2 * MIB if thp == "always" else env.page_size()
-            tol = 2 * gran + NOISE
-            rows.append(
-                Row(
-                    "resident memory delta (RssAnon)",
-                    plan.backing_bytes,
-                    rss1 - rss0,
-                    tolerance=tol,
-                    info=not pinned and plan.backing_bytes < 32 * MIB,
-                    note=(
-                        f"RssAnon of /proc/self/status before and after torch.zeros touched every page; pages of {gran:,} B (THP {thp}): the buffer's first and last pages may be shared with "
-                        f"allocator headers (2 pages), plus {NOISE // 1024} KiB for the interpreter's own allocations; "
-                        + ("glibc's mmap threshold was pinned at 128 KiB so the buffer is a fresh mapping"
-                           if pinned else "glibc's mmap threshold could not be pinned: a buffer under 32 MiB may reuse resident heap, "
-                           "so this row is shown for information only")
-                    ),
-                )
-            )
-        else:
-            notes.append("no /proc/self/status here: the resident-memory measurement is skipped")
-    # the whole rank, from the probed layers
-    if len(plan.layers) < plan.rank_layers:
-        rows.append(
-            Row(
-                f"whole rank ({plan.rank_layers} layers), scaled",
-                plan.rank_backing_bytes,
-                storage * plan.rank_bytes_per_block // plan.bytes_per_block,
-                info=True,
-                note=f"measured x rank bytes_per_block {plan.rank_bytes_per_block:,} / probed {plan.bytes_per_block:,}",
-            )
-        )
+        notes.append("no /proc/self/status here: the resident-memory measurement is skipped")
+    if len(plan.layers) < plan.rank_layers:  # the whole rank, from the probed layers
+        rows.append(_rank_row(plan, storage))
     del views, buf
     if cuda:
         torch.cuda.empty_cache()
     gc.collect()
+    return _alloc_check(plan, device, rows, notes)
+
+
+def _warm_up(torch: Any, dev: Any, cuda: bool) -> None:
+    """The first CPU/CUDA op loads kernels and code pages, and on the CPU a fill this large
+    starts the intra-op thread pool (its stacks are resident memory): keep both out of the deltas."""
+    w = torch.zeros(4 * MIB if not cuda else 4096, dtype=torch.int8, device=dev)
+    torch.as_strided(w, (2, 2, 2, 8), (64, 8, 16, 1), 0).view(torch.bfloat16)
+    del w
+    gc.collect()
+
+
+def _counters(torch: Any, dev: Any, cuda: bool, *, fresh: bool = False) -> tuple[int | None, int | None]:
+    """CUDA: (memory_allocated, memory_reserved), the cache emptied first when ``fresh``;
+    CPU: (RssAnon, None)."""
+    if not cuda:
+        return env.rss_anon(), None
+    torch.cuda.synchronize(dev)
+    if fresh:
+        torch.cuda.empty_cache()
+    return torch.cuda.memory_allocated(dev), torch.cuda.memory_reserved(dev)
+
+
+def _storage_row(plan: AllocPlan, storage: int) -> Row:
+    return Row(
+        "backing buffer: storage bytes",
+        plan.backing_bytes,
+        storage,
+        note=f"untyped_storage().nbytes() of one int8 buffer of bytes_per_block {plan.bytes_per_block:,} x {plan.num_blocks:,} blocks",
+    )
+
+
+def _cuda_rows(plan: AllocPlan, before: tuple[int | None, int | None],
+               after: tuple[int | None, int | None]) -> list[Row]:
+    a0, r0 = before
+    a1, r1 = after
+    assert a0 is not None and r0 is not None and a1 is not None and r1 is not None
+    pa, pr = cuda_allocator_prediction(plan.backing_bytes)
+    expandable = "expandable_segments:true" in _alloc_conf().replace(" ", "").lower()
+    small = plan.backing_bytes <= K_SMALL_SIZE
+    tol = K_LARGE_BUFFER if expandable else (K_SMALL_BUFFER if small else 0)
+    return [
+        Row(
+            "torch.cuda.memory_allocated() delta",
+            pa,
+            a1 - a0,
+            tolerance=K_ROUND_LARGE if expandable else 0,
+            note="the caching allocator counts whole 512 B blocks (the full segment when the rest is too small to split)"
+            + ("; expandable segments split differently: within 2 MiB" if expandable else ""),
+        ),
+        Row(
+            "torch.cuda.memory_reserved() delta",
+            pr,
+            r1 - r0,
+            tolerance=tol,
+            note=(
+                "segments: 2 MiB for requests up to 1 MiB, 20 MiB below 10 MiB, else the request rounded up to 2 MiB"
+                + ("; expandable segments map 2 MiB pages, so up to 20 MiB either way" if expandable else "")
+                + ("; a small request may fit an existing 2 MiB segment (0 B)" if small and not expandable else "")
+            ),
+        ),
+    ]
+
+
+def _rss_row(plan: AllocPlan, delta: int, pinned: bool) -> Row:
+    thp = env.thp_mode()
+    gran = 2 * MIB if thp == "always" else env.page_size()
+    return Row(
+        "resident memory delta (RssAnon)",
+        plan.backing_bytes,
+        delta,
+        tolerance=2 * gran + NOISE,
+        info=not pinned and plan.backing_bytes < 32 * MIB,
+        note=(
+            f"RssAnon of /proc/self/status before and after torch.zeros touched every page; pages of {gran:,} B (THP {thp}): the buffer's first and last pages may be shared with "
+            f"allocator headers (2 pages), plus {NOISE // 1024} KiB for the interpreter's own allocations; "
+            + ("glibc's mmap threshold was pinned at 128 KiB so the buffer is a fresh mapping"
+               if pinned else "glibc's mmap threshold could not be pinned: a buffer under 32 MiB may reuse resident heap, "
+               "so this row is shown for information only")
+        ),
+    )
+
+
+def _rank_row(plan: AllocPlan, storage: int) -> Row:
+    return Row(
+        f"whole rank ({plan.rank_layers} layers), scaled",
+        plan.rank_backing_bytes,
+        storage * plan.rank_bytes_per_block // plan.bytes_per_block,
+        info=True,
+        note=f"measured x rank bytes_per_block {plan.rank_bytes_per_block:,} / probed {plan.bytes_per_block:,}",
+    )
+
+
+def _alloc_check(plan: AllocPlan, device: str, rows: list[Row], notes: list[str]) -> Check:
     engine = "vLLM 0.33 KV cache layout (allocate_kv_cache, LBNHC)"
     check = Check("alloc", f"Pool allocation on {device}", engine, rows)
-    check.facts = [
-        ("rank", f"PP rank {plan.pp_rank} of {plan.pp}, TP rank 0 of {plan.tp}"),
-        ("layers probed", f"{len(plan.layers)} of the rank's {plan.rank_layers} cache layers"),
-        ("blocks", f"{plan.num_blocks:,} x {plan.block_size} tokens"),
-        ("kv dtype", plan.kv_dtype),
-        ("grouping", plan.rule),
-        ("bytes per block", f"{plan.bytes_per_block:,} (probed layers), {plan.rank_bytes_per_block:,} (whole rank)"),
-    ]
+    check.facts = AllocFacts(
+        pp_rank=plan.pp_rank, pp=plan.pp, tp=plan.tp, layers_probed=len(plan.layers), rank_layers=plan.rank_layers,
+        num_blocks=plan.num_blocks, block_size=plan.block_size, kv_dtype=plan.kv_dtype, grouping=plan.rule,
+        bytes_per_block=plan.bytes_per_block, rank_bytes_per_block=plan.rank_bytes_per_block,
+    )
     check.explanation = [
         "vLLM 0.33 allocates one int8 buffer of bytes_per_block x num_blocks (torch.zeros) and views it per layer "
         "as [blocks, kv heads, tokens, K+V bytes] in the cache dtype; KV cache groups overlay from byte 0",
@@ -445,7 +335,7 @@ def _rows(torch: Any, buf: Any, plan: AllocPlan, views: list[tuple[LayerPlan, li
         measured = sum(_tensor_bytes(t) for t in tensors)
         if isinstance(s, AttentionSpec):
             H, N, C = s.num_kv_heads, s.block_size, s.bytes_per_token // s.num_kv_heads
-            want = [(plan.num_blocks, H, N, C // tensors[0].element_size())]
+            want: list[tuple[int, ...]] = [(plan.num_blocks, H, N, C // tensors[0].element_size())]
         else:
             want = [(plan.num_blocks, *t.shape) for t in s.tensors]
         got = [tuple(t.shape) for t in tensors]

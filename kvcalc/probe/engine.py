@@ -16,11 +16,14 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kvcalc.app.probe_report import Check, EngineFacts, Row
 from kvcalc.errors import KvcalcError
 from kvcalc.probe import env
-from kvcalc.probe.report import Check, Row
+
+if TYPE_CHECKING:
+    from kvcalc.core.pool import PoolReport
 
 
 class _Capture(logging.Handler):
@@ -63,8 +66,6 @@ def _kv_tensor_bytes(worker: Any) -> int | None:
 
 
 def probe_engine(resolved: Any, settings: Any, *, engine: str) -> Check:
-    from kvcalc.app.service import evaluate
-
     if engine.strip().lower() != "vllm":
         raise KvcalcError(f"--engine {engine!r} is not known; valid: vllm")
     torch = env.need_torch()
@@ -84,14 +85,31 @@ def probe_engine(resolved: Any, settings: Any, *, engine: str) -> Check:
         kv_bytes = parse_size(settings.kv_cache_memory, "--kv-cache-memory")
     L = settings.max_model_len or min(model.max_model_len, 4096)
     capture = _Capture()
-    vlog = logging.getLogger("vllm")
-    vlog.addHandler(capture)
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    llm = _start(vllm, resolved, _engine_kwargs(settings, L, kv_bytes), capture)
+    worker = _worker(llm)
+    cache_cfg = llm.llm_engine.vllm_config.cache_config
+    block_size = cache_cfg.block_size
+    available = _available(worker, kv_bytes, capture)
+    pool = _predicted_pool(resolved, settings, available, L, block_size)
+    rows = _engine_rows(pool, cache_cfg.num_gpu_blocks, available, worker, capture, L)
+    check = Check("engine", f"vLLM {vllm.__version__} with dummy weights", f"vLLM {vllm.__version__} (0.33 rules)", rows)
+    check.facts = EngineFacts(available_bytes=int(available), memory_given=bool(kv_bytes), max_model_len=L,
+                              block_size=block_size, gpu=torch.cuda.get_device_name(0))
+    check.explanation = [
+        "kvcalc's prediction takes the exact bytes vLLM's worker found available and applies vLLM 0.33's pool "
+        "rules (grouping, bytes per block, null block, concurrency)",
+    ]
+    check.details = {"log": [x for x in capture.lines if "KV cache" in x or "concurrency" in x]}
+    del llm
+    return check
+
+
+def _engine_kwargs(settings: Any, max_model_len: int, kv_bytes: int | None) -> dict[str, Any]:
+    """vllm.LLM's arguments: dummy weights, no tokenizer, eager, and the settings given."""
     kwargs: dict[str, Any] = {
         "load_format": "dummy",
         "skip_tokenizer_init": True,
-        "max_model_len": L,
+        "max_model_len": max_model_len,
         "tensor_parallel_size": settings.tp,
         "pipeline_parallel_size": settings.pp,
         "kv_cache_dtype": settings.kv_dtype,
@@ -107,69 +125,73 @@ def probe_engine(resolved: Any, settings: Any, *, engine: str) -> Check:
         kwargs["kv_cache_memory_bytes"] = kv_bytes
     elif settings.gpu_memory_utilization is not None:
         kwargs["gpu_memory_utilization"] = settings.gpu_memory_utilization
+    return kwargs
+
+
+def _start(vllm: Any, resolved: Any, kwargs: dict[str, Any], capture: _Capture) -> Any:
+    """vLLM started in this process from the resolved config, its log captured while it starts."""
+    vlog = logging.getLogger("vllm")
+    vlog.addHandler(capture)
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     with tempfile.TemporaryDirectory(prefix="kvcalc-probe-") as tmp:
         Path(tmp, "config.json").write_text(json.dumps(resolved.config), encoding="utf-8")
         try:
             llm = vllm.LLM(model=tmp, **kwargs)
         except Exception as exc:  # noqa: BLE001 - vLLM raises many kinds; report the engine's reason
             vlog.removeHandler(capture)
-            raise env.cannot(f"vLLM {vllm.__version__} did not start {model.name}: {type(exc).__name__}: {exc}") from None
+            raise env.cannot(f"vLLM {vllm.__version__} did not start {resolved.spec.name}: {type(exc).__name__}: {exc}") from None
     vlog.removeHandler(capture)
-    worker = _worker(llm)
+    return llm
+
+
+def _available(worker: Any, kv_bytes: int | None, capture: _Capture) -> int:
+    """The bytes the worker found available for the KV cache: its attribute, else
+    --kv-cache-memory, else the figure its log printed."""
+    from kvcalc.probe.vllm_log import memory_range, parse_log
+
     available = getattr(worker, "available_kv_cache_memory_bytes", None) if worker is not None else None
     if available is None and kv_bytes is not None:
         available = kv_bytes
-    cache_cfg = llm.llm_engine.vllm_config.cache_config
-    num_blocks = cache_cfg.num_gpu_blocks
-    block_size = cache_cfg.block_size
     if available is None:
-        from kvcalc.probe.vllm_log import parse_log
-
         parsed = parse_log("\n".join(capture.lines))
         if not parsed.available_gib:
             raise env.cannot("vLLM started but the probe could read neither the worker's available memory nor its log")
-        from kvcalc.probe.vllm_log import memory_range
-
         available = memory_range(min(parsed.available_gib))[1]
+    return available
+
+
+def _predicted_pool(resolved: Any, settings: Any, available: int, max_model_len: int, block_size: int) -> PoolReport:
+    from kvcalc.app.service import evaluate
+
     s = settings.with_(
-        kv_cache_memory=str(int(available)), max_model_len=L, block_size=block_size, vllm_version="0.33",
+        kv_cache_memory=str(int(available)), max_model_len=max_model_len, block_size=block_size, vllm_version="0.33",
         gpu=None, gpu_memory=None, gpu_memory_utilization=None,
     )
-    pool = evaluate(model, s, checkpoint=resolved.checkpoint).pool
+    pool = evaluate(resolved.spec, s, checkpoint=resolved.checkpoint).pool
     if pool is None:
-        raise KvcalcError(f"{model.name}: kvcalc has no pool figures for this model")
-    from kvcalc.render.pool import pool_payload
+        raise KvcalcError(f"{resolved.spec.name}: kvcalc has no pool figures for this model")
+    return pool
 
-    p = pool_payload(pool)
+
+def _engine_rows(pool: PoolReport, num_blocks: int, available: int, worker: Any, capture: _Capture,
+                 L: int) -> list[Row]:
+    from kvcalc.probe.vllm_log import parse_log
+
     rows = [
-        Row("num_gpu_blocks", p["num_blocks"], num_blocks, unit="blocks",
-            note=f"{int(available):,} B available // {p['bytes_per_block']:,} B per block"),
+        Row("num_gpu_blocks", pool.num_blocks, num_blocks, unit="blocks",
+            note=f"{int(available):,} B available // {pool.bytes_per_block:,} B per block"),
     ]
     tensor_bytes = _kv_tensor_bytes(worker) if worker is not None else None
     if tensor_bytes is not None:
-        rows.append(Row("KV cache tensors allocated (distinct storages)", p["pool_bytes_per_gpu"], tensor_bytes,
+        rows.append(Row("KV cache tensors allocated (distinct storages)", pool.pool_bytes_per_gpu, tensor_bytes,
                         note="num_blocks x bytes_per_block: one int8 buffer"))
-    from kvcalc.probe.vllm_log import parse_log
-
     logged = parse_log("\n".join(capture.lines))
     if logged.tokens is not None:
-        rows.append(Row("GPU KV cache size (logged)", p["kv_cache_size_tokens"], logged.tokens, unit="tokens",
+        rows.append(Row("GPU KV cache size (logged)", pool.kv_cache_size_tokens, logged.tokens, unit="tokens",
                         note="int(max_concurrency x max_model_len)"))
     if logged.concurrency is not None:
-        rows.append(Row(f"Maximum concurrency for {L:,} tokens (logged)", round(p["max_concurrency"], 2),
+        rows.append(Row(f"Maximum concurrency for {L:,} tokens (logged)", round(pool.max_concurrency, 2),
                         logged.concurrency, unit="x", tolerance=0.005,
-                        note=f"num_blocks / {p['blocks_per_request']} blocks per request, logged with 2 decimals"))
-    check = Check("engine", f"vLLM {vllm.__version__} with dummy weights", f"vLLM {vllm.__version__} (0.33 rules)", rows)
-    check.facts = [
-        ("available KV cache memory", f"{int(available):,} B" + (" (--kv-cache-memory)" if kv_bytes else " (profiled)")),
-        ("max_model_len", f"{L:,}"),
-        ("block size", str(block_size)),
-        ("GPU", torch.cuda.get_device_name(0)),
-    ]
-    check.explanation = [
-        "kvcalc's prediction takes the exact bytes vLLM's worker found available and applies vLLM 0.33's pool "
-        "rules (grouping, bytes per block, null block, concurrency)",
-    ]
-    check.details = {"log": [x for x in capture.lines if "KV cache" in x or "concurrency" in x]}
-    del llm
-    return check
+                        note=f"num_blocks / {pool.blocks_per_request} blocks per request, logged with 2 decimals"))
+    return rows

@@ -32,10 +32,10 @@ import copy
 import warnings
 from typing import Any
 
+from kvcalc.app.probe_report import Check, ModelCacheFacts, Row
 from kvcalc.core.specs import cdiv
 from kvcalc.errors import KvcalcError
 from kvcalc.probe import env
-from kvcalc.probe.report import Check, Row
 
 VOCAB = 512
 MLP = 64
@@ -54,7 +54,7 @@ def shrink_config(config: dict, layers: int) -> tuple[dict, list[str]]:
     KV cache made small. Lists with one entry per layer (layer_types, ...) are cut too."""
     cfg = copy.deepcopy(config)
     notes: list[str] = []
-    target = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    target: dict[str, Any] = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
     n = target.get("num_hidden_layers")
     if not isinstance(n, int) or n < 1:
         raise KvcalcError("the model's config has no num_hidden_layers: --model-cache cannot build it")
@@ -91,7 +91,7 @@ def transformers_layout(layer: Any, config: dict, T: int, last_step: int, mla_la
     """What transformers' DynamicCache holds for one layer after ``T`` positions, the last
     update having brought ``last_step`` of them (1 for a decode step, P for the prefill)."""
     if layer.kind == "mla":
-        text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+        text: dict[str, Any] = config["text_config"] if isinstance(config.get("text_config"), dict) else config
         if mla_latent:
             return {
                 "visible": T,
@@ -158,34 +158,19 @@ def _storage_bytes(tensors: list[Any]) -> int:
 def probe_model_cache(resolved: Any, settings: Any, *, layers: int | None, prompt: int | None, gen: int | None,
                       device: str) -> Check:
     from kvcalc.app.service import cache_settings, default_block_size, model_dtype
-    from kvcalc.core.footprint import layer_spec
     from kvcalc.sources.config import spec_from_config
 
     transformers = env.need_transformers()
     torch = env.need_torch()
     device = env.resolve_device(device)
-    n_layers = 2 if layers is None else layers
-    if n_layers < 1:
-        raise KvcalcError(f"--layers must be a positive integer, got {n_layers}")
-    P = 300 if prompt is None else prompt
-    G = 20 if gen is None else gen
-    if P < 1:
-        raise KvcalcError(f"--prompt must be at least 1 token, got {P}")
-    if G < 1:
-        raise KvcalcError(f"--gen must be at least 1 token, got {G}")
+    n_layers, P, G = _request(layers, prompt, gen)
     T = P + G - 1
     model = resolved.spec
-    if not isinstance(resolved.config, dict) or not resolved.config:
-        raise env.cannot(f"{model.name}: no config to build a transformers model from")
-    if model.encoder_decoder:
-        raise env.cannot(f"--model-cache covers decoder-only models; {model.name} is encoder-decoder")
-    if any(x.kind == "mamba" for x in model.layers):
-        raise env.cannot(f"--model-cache covers attention caches; {model.name} has recurrent-state layers")
+    _check_model(resolved)
     cfg, notes = shrink_config(resolved.config, n_layers)
     small = spec_from_config(cfg, name=model.name, source=resolved.source)
     dtype_name = model_dtype(model, settings)
-    tv = env.version_tuple(transformers.__version__)
-    mla_latent = tv >= MLA_LATENT_SINCE
+    mla_latent = env.version_tuple(transformers.__version__) >= MLA_LATENT_SINCE
     if cfg.get("model_type") in BUILD_AS:
         notes.append(f"model_type {cfg['model_type']} ships remote code; built as transformers' {BUILD_AS[cfg['model_type']]}")
     built = _build(transformers, torch, cfg, dtype_name, device)
@@ -195,74 +180,115 @@ def probe_model_cache(resolved: Any, settings: Any, *, layers: int | None, promp
         raise KvcalcError(
             f"transformers returned {len(got)} cache layers for a {len(small.layers)}-layer model: the probe cannot pair them"
         )
-    itemsize = getattr(torch, dtype_name).itemsize
     vcache = cache_settings(small, settings, block_size=default_block_size(small, settings))
     rows: list[Row] = []
     per_layer = []
     last_step = 1 if G > 1 else P
     for layer, (k, v) in zip(small.layers, got):
         lay = transformers_layout(layer, cfg, T, last_step, mla_latent)
-        want = [lay["k"], lay["v"]]
-        have = [tuple(k.shape), tuple(v.shape)] if k is not None else []
-        mismatch = "" if have == [tuple(x) for x in want] else f"shapes {have} != {want}"
-        if k is not None and (k.dtype != getattr(torch, dtype_name) or v.dtype != getattr(torch, dtype_name)):
-            mismatch = (mismatch + "; " if mismatch else "") + f"dtype {k.dtype} != torch.{dtype_name}"
-        pred_visible = (_prod(lay["k"]) + _prod(lay["v"])) * itemsize
-        meas_visible = (k.numel() * k.element_size() + v.numel() * v.element_size()) if k is not None else 0
-        rows.append(
-            Row(
-                f"layer {layer.layer} ({layer.kind}) K+V, {lay['visible']} positions",
-                pred_visible,
-                meas_visible,
-                mismatch=mismatch,
-                note=lay["rule"],
-            )
-        )
-        held_pred = pred_visible * lay["held"] // lay["visible"] if lay["visible"] else 0
-        held_meas = _storage_bytes([k, v]) if k is not None else 0
-        if lay["held"] != lay["visible"] or held_meas != meas_visible:
-            rows.append(
-                Row(
-                    f"layer {layer.layer} ({layer.kind}) storage held, {lay['held']} positions",
-                    held_pred,
-                    held_meas,
-                    note="untyped_storage().nbytes(): the last update's tensor, of which the cache shows a slice",
-                )
-            )
-        vspec = layer_spec(layer, 1, vcache)
-        per_layer.append(
-            {
-                "layer": layer.layer,
-                "kind": layer.kind,
-                "transformers": {
-                    "k_shape": list(lay["k"]),
-                    "v_shape": list(lay["v"]),
-                    "measured_k_shape": list(have[0]) if have else None,
-                    "measured_v_shape": list(have[1]) if have else None,
-                    "visible_bytes": pred_visible,
-                    "held_bytes": held_pred,
-                },
-                "vllm": {
-                    "held_tokens": vspec.held_tokens(T),
-                    "blocks": vspec.held_blocks(T),
-                    "bytes": vspec.held_blocks(T) * vspec.page_size_bytes,
-                    "bytes_per_token": vspec.bytes_per_token,
-                },
-            }
-        )
-    v_total = sum(x["vllm"]["bytes"] for x in per_layer)
-    t_total = sum(x["transformers"]["visible_bytes"] for x in per_layer)
-    bs = vcache.block_size
+        layer_rows, measured = _layer_rows(torch, layer, lay, k, v, dtype_name)
+        rows += layer_rows
+        per_layer.append({"layer": layer.layer, "kind": layer.kind, "transformers": measured,
+                          "vllm": _vllm_holds(layer, vcache, T)})
     check = Check("model-cache", f"{type(built).__name__} cache after prefill {P} + {G - 1} decode steps",
                   f"transformers {transformers.__version__} (DynamicCache)", rows)
-    check.facts = [
-        ("positions", f"P + G - 1 = {P} + {G} - 1 = {T}"),
-        ("layers", f"{n_layers} of {model.num_layers}"),
-        ("dtype", dtype_name),
-        ("device", device),
-        ("transformers holds (visible)", f"{t_total:,} B for {n_layers} layers"),
-        ("vLLM would hold", f"{v_total:,} B for {n_layers} layers ({bs}-token blocks, the same request)"),
+    _describe(check, model, per_layer, notes, vcache.block_size, P=P, G=G, n_layers=n_layers, dtype_name=dtype_name,
+              device=device, mla_latent=mla_latent)
+    del cache_obj, built
+    return check
+
+
+def _request(layers: int | None, prompt: int | None, gen: int | None) -> tuple[int, int, int]:
+    """(layers to build, prompt tokens P, generated tokens G): 2, 300 and 20 unless given."""
+    n_layers = 2 if layers is None else layers
+    if n_layers < 1:
+        raise KvcalcError(f"--layers must be a positive integer, got {n_layers}")
+    P = 300 if prompt is None else prompt
+    G = 20 if gen is None else gen
+    if P < 1:
+        raise KvcalcError(f"--prompt must be at least 1 token, got {P}")
+    if G < 1:
+        raise KvcalcError(f"--gen must be at least 1 token, got {G}")
+    return n_layers, P, G
+
+
+def _check_model(resolved: Any) -> None:
+    """A decoder-only attention model with a config: what --model-cache can build."""
+    model = resolved.spec
+    if not isinstance(resolved.config, dict) or not resolved.config:
+        raise env.cannot(f"{model.name}: no config to build a transformers model from")
+    if model.encoder_decoder:
+        raise env.cannot(f"--model-cache covers decoder-only models; {model.name} is encoder-decoder")
+    if any(x.kind == "mamba" for x in model.layers):
+        raise env.cannot(f"--model-cache covers attention caches; {model.name} has recurrent-state layers")
+
+
+def _layer_rows(torch: Any, layer: Any, lay: dict[str, Any], k: Any, v: Any,
+                dtype_name: str) -> tuple[list[Row], dict[str, Any]]:
+    """The rows of one layer (the visible K+V bytes, and the storage held when it differs)
+    and what transformers holds for it, predicted and measured."""
+    itemsize = getattr(torch, dtype_name).itemsize
+    want = [lay["k"], lay["v"]]
+    have = [tuple(k.shape), tuple(v.shape)] if k is not None else []
+    mismatch = "" if have == [tuple(x) for x in want] else f"shapes {have} != {want}"
+    if k is not None and (k.dtype != getattr(torch, dtype_name) or v.dtype != getattr(torch, dtype_name)):
+        mismatch = (mismatch + "; " if mismatch else "") + f"dtype {k.dtype} != torch.{dtype_name}"
+    pred_visible = (_prod(lay["k"]) + _prod(lay["v"])) * itemsize
+    meas_visible = (k.numel() * k.element_size() + v.numel() * v.element_size()) if k is not None else 0
+    rows = [
+        Row(
+            f"layer {layer.layer} ({layer.kind}) K+V, {lay['visible']} positions",
+            pred_visible,
+            meas_visible,
+            mismatch=mismatch,
+            note=lay["rule"],
+        )
     ]
+    held_pred = pred_visible * lay["held"] // lay["visible"] if lay["visible"] else 0
+    held_meas = _storage_bytes([k, v]) if k is not None else 0
+    if lay["held"] != lay["visible"] or held_meas != meas_visible:
+        rows.append(
+            Row(
+                f"layer {layer.layer} ({layer.kind}) storage held, {lay['held']} positions",
+                held_pred,
+                held_meas,
+                note="untyped_storage().nbytes(): the last update's tensor, of which the cache shows a slice",
+            )
+        )
+    measured = {
+        "k_shape": list(lay["k"]),
+        "v_shape": list(lay["v"]),
+        "measured_k_shape": list(have[0]) if have else None,
+        "measured_v_shape": list(have[1]) if have else None,
+        "visible_bytes": pred_visible,
+        "held_bytes": held_pred,
+    }
+    return rows, measured
+
+
+def _vllm_holds(layer: Any, vcache: Any, T: int) -> dict[str, int]:
+    """What vLLM holds for the same layer and request (kvcalc's prediction, not measured)."""
+    from kvcalc.core.footprint import layer_spec
+
+    vspec = layer_spec(layer, 1, vcache)
+    return {
+        "held_tokens": vspec.held_tokens(T),
+        "blocks": vspec.held_blocks(T),
+        "bytes": vspec.held_blocks(T) * vspec.page_size_bytes,
+        "bytes_per_token": vspec.bytes_per_token,
+    }
+
+
+def _describe(check: Check, model: Any, per_layer: list[dict[str, Any]], notes: list[str], bs: int, *, P: int,
+              G: int, n_layers: int, dtype_name: str, device: str, mla_latent: bool) -> None:
+    """The check's facts, explanation and details."""
+    T = P + G - 1
+    v_total = sum(x["vllm"]["bytes"] for x in per_layer)
+    t_total = sum(x["transformers"]["visible_bytes"] for x in per_layer)
+    check.facts = ModelCacheFacts(
+        prompt=P, gen=G, layers=n_layers, model_layers=model.num_layers, dtype=dtype_name, device=device,
+        transformers_bytes=t_total, vllm_bytes=v_total, vllm_block_size=bs,
+    )
     check.explanation = [
         *notes,
         "the rows are transformers' numbers; the vLLM figures (block-rounded, the MLA latent, a window of W "
@@ -274,8 +300,6 @@ def probe_model_cache(resolved: Any, settings: Any, *, layers: int | None, promp
             + ("caches the same latent (>= 5.15)" if mla_latent else "caches decompressed per-head K and V (< 5.15)")
         )
     check.details = {"layers": per_layer, "positions": T, "block_size_vllm": bs, "blocks_vllm": cdiv(T, bs)}
-    del cache_obj, built
-    return check
 
 
 def _build(transformers: Any, torch: Any, cfg: dict, dtype_name: str, device: str) -> Any:

@@ -24,10 +24,13 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kvcalc.app.probe_report import Check, LogFacts, Row
 from kvcalc.errors import KvcalcError
-from kvcalc.probe.report import Check, Row
+
+if TYPE_CHECKING:
+    from kvcalc.core.pool import PoolReport
 
 GIB = 1 << 30
 HALF = Decimal("0.005")
@@ -177,31 +180,11 @@ def rules_version(log: VllmLog, given: str | None) -> tuple[str, str]:
 
 def probe_log(resolved: Any, settings: Any, path: str, *, vllm_version_given: str | None,
               tp_given: bool, pp_given: bool, kv_dtype_given: bool) -> Check:
-    from kvcalc.app.service import evaluate
-
     log = read_log(path)
     version, why_version = rules_version(log, vllm_version_given)
-    changes: dict[str, Any] = {"vllm_version": version}
-    notes: list[str] = []
-    if not tp_given and log.tp:
-        changes["tp"] = log.tp
-        notes.append(f"tensor_parallel_size {log.tp} read from the log")
-    if not pp_given and log.pp:
-        changes["pp"] = log.pp
-        notes.append(f"pipeline_parallel_size {log.pp} read from the log")
-    if not kv_dtype_given and log.kv_cache_dtype and log.kv_cache_dtype != "auto":
-        changes["kv_dtype"] = log.kv_cache_dtype
-        notes.append(f"kv_cache_dtype {log.kv_cache_dtype} read from the log")
-    L = settings.max_model_len
-    if log.max_model_len is not None:
-        if L is not None and L != log.max_model_len:
-            raise KvcalcError(
-                f"--max-model-len {L} differs from the log's 'Maximum concurrency for {log.max_model_len:,} tokens'; "
-                "drop the flag or give the length the engine ran with"
-            )
-        L = log.max_model_len
-    if L is None:
-        raise KvcalcError("--from-vllm-log: the log names no max_model_len ('Maximum concurrency for L tokens'); give --max-model-len")
+    changes, notes = _settings_from_log(log, version, tp_given=tp_given, pp_given=pp_given,
+                                        kv_dtype_given=kv_dtype_given)
+    L = _max_model_len(log, settings.max_model_len)
     changes["max_model_len"] = L
     available = log.available_gib
     printed = min(available, key=Decimal)
@@ -211,85 +194,14 @@ def probe_log(resolved: Any, settings: Any, path: str, *, vllm_version_given: st
             "vLLM takes the smallest worker's block count, so the smallest is used"
         )
     lo, mid, hi = memory_range(printed)
-
-    def pool(mem: int) -> dict[str, Any]:
-        s = settings.with_(kv_cache_memory=str(mem), **changes)
-        for k in ("gpu", "gpu_memory", "gpu_memory_utilization"):
-            s = s.with_(**{k: None})
-        res = evaluate(resolved.spec, s, checkpoint=resolved.checkpoint)
-        if res.pool is None:
-            raise KvcalcError(f"{resolved.spec.name}: kvcalc has no pool figures for this model (not served by vLLM)")
-        from kvcalc.render.pool import pool_payload
-
-        return pool_payload(res.pool)
-
-    p_lo, p_mid, p_hi = pool(lo), pool(mid), pool(hi)
-    bs = p_mid["block_size"]
-    rows: list[Row] = []
-    if log.gpu_blocks is not None:
-        rows.append(
-            Row(
-                "GPU blocks (# GPU blocks)",
-                p_mid["num_blocks"],
-                log.gpu_blocks,
-                unit="blocks",
-                predicted_min=p_lo["num_blocks"],
-                predicted_max=p_hi["num_blocks"],
-                note=f"available // bytes_per_block ({p_mid['bytes_per_block']:,} B), null block included",
-            )
-        )
-    if log.tokens is not None:
-        t_lo, t_hi = p_lo["kv_cache_size_tokens"], p_hi["kv_cache_size_tokens"]
-        note = "int(max_concurrency x max_model_len), as vLLM 0.20 and 0.33 print it"
-        if version == "0.20" and not log.one_line:
-            # releases before the 0.20 line printed num_blocks x block_size
-            t_lo, t_hi = min(t_lo, p_lo["num_blocks"] * bs), max(t_hi, p_hi["num_blocks"] * bs)
-            note += "; releases before the 0.20 line printed num_blocks x block_size, also allowed"
-        rows.append(
-            Row(
-                "GPU KV cache size",
-                p_mid["kv_cache_size_tokens"],
-                log.tokens,
-                unit="tokens",
-                predicted_min=t_lo,
-                predicted_max=t_hi,
-                note=note,
-            )
-        )
-    if log.concurrency is not None:
-        c_lo, c_hi = float(f"{p_lo['max_concurrency']:.2f}"), float(f"{p_hi['max_concurrency']:.2f}")
-        rows.append(
-            Row(
-                f"Maximum concurrency for {L:,} tokens",
-                round(p_mid["max_concurrency"], 4),
-                log.concurrency,
-                unit="x",
-                predicted_min=c_lo,
-                predicted_max=c_hi,
-                note=f"num_blocks / {p_mid['blocks_per_request']} blocks per request, printed with 2 decimals",
-            )
-        )
-    if log.does_not_fit:
-        rows.append(
-            Row(
-                "fits max_model_len (1 yes, 0 no)",
-                int(p_mid["fits_max_model_len"]),
-                0,
-                unit="",
-                predicted_min=min(int(p_lo["fits_max_model_len"]), int(p_hi["fits_max_model_len"])),
-                predicted_max=max(int(p_lo["fits_max_model_len"]), int(p_hi["fits_max_model_len"])),
-                note="the log shows vLLM's does-not-fit error",
-            )
-        )
+    p_lo, p_mid, p_hi = (_pool(resolved, settings, changes, mem) for mem in (lo, mid, hi))
+    rows = _log_rows(log, version, L, p_lo, p_mid, p_hi)
     check = Check("vllm-log", f"vLLM log {Path(path).name}", f"vLLM {version} rules ({why_version})", rows)
-    check.facts = [
-        ("log format", log.format + (f", vLLM {log.version}" if log.version else "")),
-        ("available KV cache memory", f"{printed} GiB as printed -> {lo:,}..{hi:,} B"),
-        ("max_model_len", f"{L:,}"),
-        ("block size", str(bs)),
-        ("bytes per block", f"{p_mid['bytes_per_block']:,}"),
-        ("blocks at both ends", f"{p_lo['num_blocks']:,}..{p_hi['num_blocks']:,}"),
-    ]
+    check.facts = LogFacts(
+        log_format=log.format, vllm_version=log.version, printed_gib=printed, low_bytes=lo, high_bytes=hi,
+        max_model_len=L, block_size=p_mid.block_size, bytes_per_block=p_mid.bytes_per_block,
+        blocks_low=p_lo.num_blocks, blocks_high=p_hi.num_blocks,
+    )
     check.explanation = [
         "vLLM prints the available memory rounded to 0.01 GiB: the bytes it had lie within +-0.005 GiB "
         "(+-5,368,709 B) of the printed value, so each prediction is the range the two ends give",
@@ -304,7 +216,122 @@ def probe_log(resolved: Any, settings: Any, path: str, *, vllm_version_given: st
         "lines": log.lines,
         "rules": version,
         "memory_bytes": {"low": lo, "printed": mid, "high": hi},
-        "pool_low": {k: p_lo[k] for k in ("num_blocks", "kv_cache_size_tokens", "max_concurrency")},
-        "pool_high": {k: p_hi[k] for k in ("num_blocks", "kv_cache_size_tokens", "max_concurrency")},
+        "pool_low": _pool_figures(p_lo),
+        "pool_high": _pool_figures(p_hi),
     }
     return check
+
+
+def _settings_from_log(log: VllmLog, version: str, *, tp_given: bool, pp_given: bool,
+                       kv_dtype_given: bool) -> tuple[dict[str, Any], list[str]]:
+    """The settings the log names (the flags given on the command line win), and notes."""
+    changes: dict[str, Any] = {"vllm_version": version}
+    notes: list[str] = []
+    if not tp_given and log.tp:
+        changes["tp"] = log.tp
+        notes.append(f"tensor_parallel_size {log.tp} read from the log")
+    if not pp_given and log.pp:
+        changes["pp"] = log.pp
+        notes.append(f"pipeline_parallel_size {log.pp} read from the log")
+    if not kv_dtype_given and log.kv_cache_dtype and log.kv_cache_dtype != "auto":
+        changes["kv_dtype"] = log.kv_cache_dtype
+        notes.append(f"kv_cache_dtype {log.kv_cache_dtype} read from the log")
+    return changes, notes
+
+
+def _max_model_len(log: VllmLog, given: int | None) -> int:
+    L = given
+    if log.max_model_len is not None:
+        if L is not None and L != log.max_model_len:
+            raise KvcalcError(
+                f"--max-model-len {L} differs from the log's 'Maximum concurrency for {log.max_model_len:,} tokens'; "
+                "drop the flag or give the length the engine ran with"
+            )
+        L = log.max_model_len
+    if L is None:
+        raise KvcalcError("--from-vllm-log: the log names no max_model_len ('Maximum concurrency for L tokens'); give --max-model-len")
+    return L
+
+
+def _pool(resolved: Any, settings: Any, changes: dict[str, Any], mem: int) -> PoolReport:
+    """kvcalc's pool when the engine had exactly ``mem`` bytes for the KV cache."""
+    from kvcalc.app.service import evaluate
+
+    s = settings.with_(kv_cache_memory=str(mem), **changes)
+    for k in ("gpu", "gpu_memory", "gpu_memory_utilization"):
+        s = s.with_(**{k: None})
+    res = evaluate(resolved.spec, s, checkpoint=resolved.checkpoint)
+    if res.pool is None:
+        raise KvcalcError(f"{resolved.spec.name}: kvcalc has no pool figures for this model (not served by vLLM)")
+    return res.pool
+
+
+def _pool_figures(pool: PoolReport) -> dict[str, Any]:
+    return {
+        "num_blocks": pool.num_blocks,
+        "kv_cache_size_tokens": pool.kv_cache_size_tokens,
+        "max_concurrency": pool.max_concurrency,
+    }
+
+
+def _log_rows(log: VllmLog, version: str, L: int, p_lo: PoolReport, p_mid: PoolReport, p_hi: PoolReport) -> list[Row]:
+    """One row per figure the log reports, each predicted as the range the memory's two ends give."""
+    bs = p_mid.block_size
+    rows: list[Row] = []
+    if log.gpu_blocks is not None:
+        rows.append(
+            Row(
+                "GPU blocks (# GPU blocks)",
+                p_mid.num_blocks,
+                log.gpu_blocks,
+                unit="blocks",
+                predicted_min=p_lo.num_blocks,
+                predicted_max=p_hi.num_blocks,
+                note=f"available // bytes_per_block ({p_mid.bytes_per_block:,} B), null block included",
+            )
+        )
+    if log.tokens is not None:
+        t_lo, t_hi = p_lo.kv_cache_size_tokens, p_hi.kv_cache_size_tokens
+        note = "int(max_concurrency x max_model_len), as vLLM 0.20 and 0.33 print it"
+        if version == "0.20" and not log.one_line:
+            # releases before the 0.20 line printed num_blocks x block_size
+            t_lo, t_hi = min(t_lo, p_lo.num_blocks * bs), max(t_hi, p_hi.num_blocks * bs)
+            note += "; releases before the 0.20 line printed num_blocks x block_size, also allowed"
+        rows.append(
+            Row(
+                "GPU KV cache size",
+                p_mid.kv_cache_size_tokens,
+                log.tokens,
+                unit="tokens",
+                predicted_min=t_lo,
+                predicted_max=t_hi,
+                note=note,
+            )
+        )
+    if log.concurrency is not None:
+        c_lo, c_hi = float(f"{p_lo.max_concurrency:.2f}"), float(f"{p_hi.max_concurrency:.2f}")
+        rows.append(
+            Row(
+                f"Maximum concurrency for {L:,} tokens",
+                round(p_mid.max_concurrency, 4),
+                log.concurrency,
+                unit="x",
+                predicted_min=c_lo,
+                predicted_max=c_hi,
+                note=f"num_blocks / {p_mid.blocks_per_request} blocks per request, printed with 2 decimals",
+            )
+        )
+    if log.does_not_fit:
+        fits = (int(p_lo.fits), int(p_hi.fits))
+        rows.append(
+            Row(
+                "fits max_model_len (1 yes, 0 no)",
+                int(p_mid.fits),
+                0,
+                unit="",
+                predicted_min=min(fits),
+                predicted_max=max(fits),
+                note="the log shows vLLM's does-not-fit error",
+            )
+        )
+    return rows
