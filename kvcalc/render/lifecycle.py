@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvcalc.app.lifecycle import Lifecycles
 from kvcalc.core.lifecycle import OffloadReport, SharedGroup, SharingReport, SpecReport
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
@@ -121,16 +122,42 @@ def _sharing_facts(r: SharingReport, shared: str, unshared: str, replica_unshare
     ]
 
 
-def lifecycle_document(
-    title: str,
-    facts: list[tuple[str, str]],
-    beams: tuple[SharingReport, dict] | None,
-    spec: SpecReport | None,
-    prefix: tuple[SharingReport, dict] | None,
-    off: OffloadReport | None,
-    notes: list[str],
-    units: str = "iec",
-) -> Document:
+def lifecycle_payload(lcs: Lifecycles) -> dict[str, Any]:
+    result = lcs.result
+    fp = result.footprint
+    payload: dict[str, Any] = {
+        "model": fp.model.name,
+        "source": fp.model.source,
+        "kv_dtype": fp.cache.kv_dtype.name,
+        "block_size": fp.cache.block_size,
+        "max_model_len": result.max_model_len,
+        "parallel": {"tp": fp.plan.tp, "pp": fp.plan.pp, "dp": fp.plan.dp},
+        "traffic": fp.traffic.description,
+        "requests": list(fp.traffic.requests),
+    }
+    if lcs.beams is not None:
+        payload["beams"] = sharing_payload(*lcs.beams)
+    if lcs.spec is not None:
+        payload["spec_decode"] = spec_payload(lcs.spec)
+    if lcs.prefix is not None:
+        payload["prefix_cache"] = sharing_payload(*lcs.prefix)
+    if lcs.offload is not None:
+        payload["offload"] = offload_payload(lcs.offload)
+    payload["notes"] = list(result.notes)
+    return payload
+
+
+def lifecycle_document(lcs: Lifecycles, units: str = "iec") -> Document:
+    fp = lcs.result.footprint
+    facts = [
+        ("model", f"{fp.model.name} ({fp.model.attention}, {fp.model.num_layers} layers); source: {fp.model.source}"),
+        ("plan", f"TP {fp.plan.tp} x PP {fp.plan.pp} x DP {fp.plan.dp}; block size {fp.cache.block_size}; "
+                 f"kv dtype {fp.cache.kv_dtype.name}"),
+        ("traffic", fp.traffic.description),
+    ]
+    beams, spec, prefix, off = lcs.beams, lcs.spec, lcs.prefix, lcs.offload
+    notes = list(lcs.result.notes)
+    title = f"Cache lifecycles of {fp.model.name}"
     doc = Document(title, facts=list(facts))
     if beams is not None:
         r, info = beams
