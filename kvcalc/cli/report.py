@@ -79,10 +79,11 @@ def report(
     units: o.Units = "iec",
 ) -> None:
     """A capacity review as one HTML file (inline charts) or Markdown (charts as SVG files beside it)."""
-    from kvcalc.app.report import ModelInput, build_report, count_evaluations, report_payload
+    from kvcalc.app.report import ModelInput, build_report, count_evaluations
     from kvcalc.errors import KvcalcError
     from kvcalc.render import to_json
     from kvcalc.render.report import render_report
+    from kvcalc.render.report_json import report_payload
     from kvcalc.sources.files import atomic_write_text
     from kvcalc.sources.resolve import resolve
 
