@@ -112,7 +112,7 @@ def import_preset(
     if existing is not None and existing.user and existing.name == key and not force:
         raise ConfigError(f"user preset {key!r} exists ({existing.path}); pass --force to replace it")
 
-    from kvcalc.sources.hub import resolve_hub
+    from kvcalc.sources.resolve import resolve_hub
 
     resolved = resolve_hub(text, revision=revision)
     day = datetime.datetime.now(datetime.UTC).date().isoformat()

@@ -22,10 +22,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kvcalc.core.record import record
 from kvcalc.errors import ConfigError
 
 CONFIG_NAME = "config.json"
@@ -60,40 +60,38 @@ SAFETENSORS_DTYPE_BITS: dict[str, int] = {
 # --------------------------------------------------------------------------- entry point
 
 
-def resolve_hub(repo_id: str, *, revision: str | None):  # noqa: ANN201 - returns resolve.Resolved (import cycle)
-    """config.json (or params.json) and checkpoint facts of a Hub model repo."""
-    from kvcalc.sources.config import REVIEWED_TYPES, spec_from_config
-    from kvcalc.sources.resolve import Resolved
+@record
+class HubModel:
+    """What the Hub gives for a repo: its config (Hugging Face names) and checkpoint facts."""
 
+    repo_id: str
+    label: str
+    config: dict
+    config_file: str
+    checkpoint: dict | None
+    notes: tuple[str, ...]
+    source: str
+    record: dict
+
+
+def fetch_hub(repo_id: str, *, revision: str | None) -> HubModel:
+    """config.json (or params.json, mapped) and checkpoint facts of a Hub model repo."""
     hub = _Hub(repo_id, revision)
     cfg, config_file = hub.config()
     checkpoint, ck_note = hub.checkpoint(mistral=config_file == MISTRAL_CONFIG_NAME)
-    if config_file == MISTRAL_CONFIG_NAME:
-        cfg = config_from_mistral_params(cfg, checkpoint, where=f"{MISTRAL_CONFIG_NAME} of {hub.label}")
-    source = f"Hub {hub.label} (commit {hub.commit[:12]}), {config_file}" + hub.served_from
-    try:
-        spec = spec_from_config(cfg, name=repo_id, source=source)
-    except ConfigError as exc:
-        model_type = _model_type(cfg)
-        if model_type and model_type not in REVIEWED_TYPES:
-            raise ConfigError(
-                f"{hub.label}: model_type {model_type!r} is not known to kvcalc and its config does not fit the plain "
-                f"decoder rules ({exc.message}); kvcalc needs num_hidden_layers, num_attention_heads, "
-                "num_key_value_heads and head_dim (or hidden_size) in the config or its text_config"
-            ) from None
-        raise ConfigError(f"{hub.label}: {exc.message}") from None
-    notes = list(spec.notes) + hub.notes
+    notes = list(hub.notes)
     if ck_note:
         notes.append(ck_note)
     if config_file == MISTRAL_CONFIG_NAME:
+        cfg = config_from_mistral_params(cfg, checkpoint, where=f"{MISTRAL_CONFIG_NAME} of {hub.label}")
         notes.append("Mistral-format repo: params.json mapped to Hugging Face names as vLLM's mistral config parser does")
-    spec = replace(spec, notes=tuple(notes))
+    source = f"Hub {hub.label} (commit {hub.commit[:12]}), {config_file}" + hub.served_from
     record = {"hub_id": repo_id, "revision": hub.revision, "commit": hub.commit, "config_file": config_file,
               "from_cache": bool(hub.served_from)}
-    return Resolved(spec, cfg, "hub", source, checkpoint, record)
+    return HubModel(repo_id, hub.label, cfg, config_file, checkpoint, tuple(notes), source, record)
 
 
-def _model_type(cfg: Any) -> str:
+def model_type(cfg: Any) -> str:
     if not isinstance(cfg, dict):
         return ""
     from kvcalc.sources.config import text_config

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from kvcalc.core.model import ModelSpec
-from kvcalc.core.record import field, record
+from kvcalc.core.record import field, record, replace
 from kvcalc.errors import ConfigError
 from kvcalc.sources import presets
 from kvcalc.sources.config import spec_from_config
@@ -61,9 +61,28 @@ def resolve(model: str, *, revision: str | None = None) -> Resolved:
         spec = spec_from_config(cfg, name=name or path.parent.name or path.name, source=source)
         return Resolved(spec, cfg, "file", source)
     if HUB_ID_RE.match(text):
-        from kvcalc.sources import hub  # lazy: huggingface_hub only on this path
-
-        return hub.resolve_hub(text, revision=revision)
+        return resolve_hub(text, revision=revision)
     raise ConfigError(
         f"MODEL {text!r} is not a preset (kvcalc presets), an existing config.json path, or a Hub repo id like org/name"
     )
+
+
+def resolve_hub(repo_id: str, *, revision: str | None) -> Resolved:
+    """A Hub model repo as a spec: its config through the same rules as a local file."""
+    from kvcalc.sources import hub  # lazy: huggingface_hub only on this path
+    from kvcalc.sources.config import REVIEWED_TYPES
+
+    got = hub.fetch_hub(repo_id, revision=revision)
+    try:
+        spec = spec_from_config(got.config, name=repo_id, source=got.source)
+    except ConfigError as exc:
+        model_type = hub.model_type(got.config)
+        if model_type and model_type not in REVIEWED_TYPES:
+            raise ConfigError(
+                f"{got.label}: model_type {model_type!r} is not known to kvcalc and its config does not fit the plain "
+                f"decoder rules ({exc.message}); kvcalc needs num_hidden_layers, num_attention_heads, "
+                "num_key_value_heads and head_dim (or hidden_size) in the config or its text_config"
+            ) from None
+        raise ConfigError(f"{got.label}: {exc.message}") from None
+    spec = replace(spec, notes=tuple(spec.notes) + got.notes)
+    return Resolved(spec, got.config, "hub", got.source, got.checkpoint, got.record)
