@@ -74,7 +74,6 @@ class Assumption:
 class ModelReport:
     model: ModelInput
     result: SizeResult
-    formula: str
     context: tuple[tuple[int, int], ...]  # (request length, block-rounded KV bytes of the largest rank)
     concurrency: tuple[ConcurrencyPoint, ...]  # empty without a pool
     tp_sweep: tuple[TpRow, ...]
@@ -297,7 +296,6 @@ def build_report(
     progress: Progress | None = None,
 ) -> Report:
     from kvcalc import __version__
-    from kvcalc.render.size import formula
 
     if not models:
         raise KvcalcError("give at least one MODEL")
@@ -315,7 +313,6 @@ def build_report(
             ModelReport(
                 model=mi,
                 result=result,
-                formula=formula(result.footprint),
                 context=curve,
                 concurrency=conc,
                 tp_sweep=_tp_sweep(mi.spec, settings, tick),

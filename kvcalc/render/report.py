@@ -14,6 +14,7 @@ from kvcalc.core.units import format_bytes
 from kvcalc.render import Table
 from kvcalc.render import svg as S
 from kvcalc.render.pool import pool_document
+from kvcalc.render.size import formula
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 # every chart a report may draw; a Markdown report writes <stem>-<slug>.svg for each drawn
@@ -231,7 +232,7 @@ def _model_blocks(m: ModelReport, units: str) -> list[Block]:
     ]
     out.append(("facts", facts))
     out.append(("h", 3, "Bytes per token"))
-    out.append(("code", m.formula))
+    out.append(("code", formula(m.result.footprint)))
     out.append(("p", f"Whole model, one replica, one copy of every KV head. On the most loaded GPU: "
                      f"{_b(fp.bytes_per_token_per_rank, units)} per token"
                      + (f", plus {_b(fp.state_bytes_per_request, units)} of recurrent state per request"

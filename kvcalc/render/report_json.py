@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvcalc.app.report import Report
-from kvcalc.render.size import size_payload
+from kvcalc.render.size import formula, size_payload
 
 
 def report_payload(report: Report) -> dict[str, Any]:
@@ -13,7 +13,7 @@ def report_payload(report: Report) -> dict[str, Any]:
     models = []
     for m in report.models:
         d = size_payload(m.result)
-        d["formula"] = m.formula
+        d["formula"] = formula(m.result.footprint)
         d["context_curve"] = [{"tokens": t, "block_rounded_bytes_per_rank": b} for t, b in m.context]
         d["concurrency_curve"] = [
             {"max_model_len": c.max_model_len, "max_concurrency": c.max_concurrency, "fits": c.fits,
