@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kvcalc.app.settings import Settings
 from kvcalc.core.engine import default_max_num_batched_tokens, max_concurrent_batches
 from kvcalc.core.footprint import CacheSettings
 from kvcalc.core.gpus import find_gpu
@@ -14,7 +15,7 @@ from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
 from kvcalc.core.units import format_bytes, parse_size
-from kvcalc.core.weights import estimate_weights
+from kvcalc.core.weights import arch_int, estimate_weights
 from kvcalc.errors import PlanError, named
 
 MIB = 1 << 20
@@ -25,32 +26,31 @@ def _size(value: Any, flag: str) -> int | None:
     return None if value is None else parse_size(value, flag)
 
 
-def budget_inputs(
-    model: ModelSpec,
-    s: Any,  # kvcalc.app.service.Settings
-    plan: ParallelPlan,
-    cache: CacheSettings,
-    max_model_len: int,
-    version: str,
-    checkpoint: dict | None,
-) -> PoolInputs:
-    notes: list[str] = []
-    gpu_name = None
-    total = None
-    total_source = ""
+def _gpu_total(s: Settings) -> tuple[str | None, int | None, str]:
+    """The GPU's name, its total memory and where the figure comes from."""
+    gpu_name, total, source = None, None, ""
     if s.gpu is not None:
         gpu = find_gpu(s.gpu)
-        gpu_name, total, total_source = gpu.name, gpu.memory_bytes, f"catalog {gpu.name}: {gpu.source}"
+        gpu_name, total, source = gpu.name, gpu.memory_bytes, f"catalog {gpu.name}: {gpu.source}"
     if s.gpu_memory is not None:
         total = parse_size(s.gpu_memory, named("gpu_memory"))
-        total_source = "--gpu-memory"
+        source = "--gpu-memory"
         if total <= 0:
             raise PlanError(f"{named('gpu_memory')} must be larger than 0")
+    return gpu_name, total, source
+
+
+def _utilization(s: Settings) -> float:
     util = DEFAULT_UTILIZATION if s.gpu_memory_utilization is None else s.gpu_memory_utilization
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not (0 < util <= 1) or util != util:
         raise PlanError(f"{named('gpu_memory_utilization')} must be in (0, 1], got {util!r}")
-    util = float(util)
+    return float(util)
 
+
+def _scheduler(
+    s: Settings, plan: ParallelPlan, total: int | None, gpu_name: str | None, version: str, max_model_len: int
+) -> dict[str, Any]:
+    """What the pool's inputs take from the scheduler: batched tokens, batches in flight, overrides."""
     if s.max_num_batched_tokens is not None:
         if s.max_num_batched_tokens < 1:
             raise PlanError(f"{named('max_num_batched_tokens')} must be a positive integer, got {s.max_num_batched_tokens}")
@@ -61,8 +61,7 @@ def budget_inputs(
     override = s.num_gpu_blocks_override
     if override is not None and (isinstance(override, bool) or not isinstance(override, int) or override < 1):
         raise PlanError(f"{named('num_gpu_blocks_override')} must be a positive integer, got {override!r}")
-
-    common = dict(
+    return dict(
         vllm_version=version,
         max_model_len=max_model_len,
         max_num_batched_tokens=mnbt,
@@ -74,62 +73,101 @@ def budget_inputs(
         num_gpu_blocks_override=override,
         disable_hybrid=bool(s.disable_hybrid_kv_cache_manager),
     )
+
+
+def _weights(s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None) -> tuple[tuple[int, ...], str]:
+    """Weights on one GPU of each PP stage, and their source."""
+    est = estimate_weights(model, plan)
+    weights_flag = _size(s.weights_bytes, named("weights_bytes"))
+    if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
+        return est.bytes_per_stage, f"{est.method}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
+    if weights_flag is not None:
+        whole, src = weights_flag, "--weights-bytes"
+    else:
+        assert checkpoint is not None  # the condition above
+        whole, src = int(checkpoint["bytes"]), f"checkpoint metadata ({checkpoint.get('source', 'safetensors')})"
+    est_total = sum(est.bytes_per_stage) * plan.tp or 1
+    weights = tuple(round(whole * b / est_total) for b in est.bytes_per_stage)
+    if plan.world_size // plan.dp > 1:
+        src += ", split across ranks in the estimate's proportions"
+    return weights, src
+
+
+def _activation(s: Settings, model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, mnbt: int) -> tuple[int, str]:
+    act = _size(s.activation_bytes, named("activation_bytes"))
+    if act is not None:
+        return act, "--activation-bytes"
+    a = model.arch
+    h = arch_int(a, "hidden_size") or arch_int(a, "d_model")
+    inter = arch_int(a, "intermediate_size") or arch_int(a, "moe_intermediate_size") or 4 * h
+    vocab = arch_int(a, "vocab_size")
+    dt = cache.mamba_dtype_bytes
+    act = mnbt * (4 * h + 2 * inter // plan.tp) * dt + 256 * vocab // plan.tp * 4
+    return act, (
+        "estimate: max_num_batched_tokens x (4 x hidden + 2 x intermediate / TP) x dtype + 256 sequences of fp32 "
+        "logits (vLLM profiles the real peak; pass --activation-bytes from its log)"
+    )
+
+
+def _overhead(s: Settings, plan: ParallelPlan) -> tuple[int, str]:
+    over = _size(s.overhead_bytes, named("overhead_bytes"))
+    if over is not None:
+        return over, "--overhead-bytes"
+    over = 512 * MIB + (256 * MIB if plan.tp * plan.pp > 1 else 0)
+    return over, "estimate: CUDA context 512 MiB (+256 MiB NCCL buffers when TP x PP > 1); pass --overhead-bytes"
+
+
+def _cudagraphs(s: Settings) -> tuple[int, str]:
+    graph = _size(s.cudagraph_bytes, named("cudagraph_bytes"))
+    if graph is not None:
+        return graph, "--cudagraph-bytes"
+    return 512 * MIB, "estimate: CUDA graphs 512 MiB (vLLM subtracts its profiled figure by default; 0 with --enforce-eager)"
+
+
+def _bypass(s: Settings, plan: ParallelPlan, total: int | None, common: dict[str, Any]) -> PoolInputs | None:
+    """The pool's inputs when --kv-cache-memory or --num-gpu-blocks-override decide alone."""
     kv_mem = _size(s.kv_cache_memory, named("kv_cache_memory"))
     if kv_mem is not None:
         if kv_mem <= 0:
             raise PlanError(f"{named('kv_cache_memory')} must be larger than 0")
         terms = tuple((BudgetTerm("KV cache memory per GPU", kv_mem, "--kv-cache-memory (budget bypassed)"),) for _ in range(plan.pp))
-        notes.append("--kv-cache-memory set: gpu_memory_utilization and the profiled terms are ignored, as vLLM does")
+        note = "--kv-cache-memory set: gpu_memory_utilization and the profiled terms are ignored, as vLLM does"
         return PoolInputs(
-            available_per_stage=(kv_mem,) * plan.pp, terms=terms, kv_cache_memory_given=True, notes=tuple(notes), **common
+            available_per_stage=(kv_mem,) * plan.pp, terms=terms, kv_cache_memory_given=True, notes=(note,), **common
         )
     if total is None:
-        if override is not None:
+        if common["num_gpu_blocks_override"] is not None:
             terms = tuple((BudgetTerm("KV cache memory per GPU", 0, "--num-gpu-blocks-override decides"),) for _ in range(plan.pp))
-            return PoolInputs(available_per_stage=(0,) * plan.pp, terms=terms, notes=tuple(notes), **common)
+            return PoolInputs(available_per_stage=(0,) * plan.pp, terms=terms, notes=(), **common)
         raise PlanError(f"the pool needs {named('gpu')}, {named('gpu_memory')} or {named('kv_cache_memory')}")
+    return None
 
+
+def budget_inputs(
+    model: ModelSpec,
+    s: Settings,
+    plan: ParallelPlan,
+    cache: CacheSettings,
+    max_model_len: int,
+    version: str,
+    checkpoint: dict | None,
+) -> PoolInputs:
+    gpu_name, total, total_source = _gpu_total(s)
+    util = _utilization(s)
+    common = _scheduler(s, plan, total, gpu_name, version, max_model_len)
+    bypass = _bypass(s, plan, total, common)
+    if bypass is not None:
+        return bypass
+    assert total is not None  # _bypass answers when there is no total
     requested = math.ceil(total * util)  # vLLM request_memory: ceil(total x utilization)
-    est = estimate_weights(model, plan)
-    weights_flag = _size(s.weights_bytes, named("weights_bytes"))
-    if weights_flag is not None or (checkpoint and checkpoint.get("bytes")):
-        whole = weights_flag if weights_flag is not None else int(checkpoint["bytes"])
-        src = "--weights-bytes" if weights_flag is not None else f"checkpoint metadata ({checkpoint.get('source', 'safetensors')})"
-        est_total = sum(est.bytes_per_stage) * plan.tp or 1
-        weights = tuple(round(whole * b / est_total) for b in est.bytes_per_stage)
-        if plan.world_size // plan.dp > 1:
-            src += ", split across ranks in the estimate's proportions"
-    else:
-        weights = est.bytes_per_stage
-        src = f"{est.method}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
-    act = _size(s.activation_bytes, named("activation_bytes"))
-    act_src = "--activation-bytes"
-    if act is None:
-        from kvcalc.core.weights import arch_int
-
-        a = model.arch
-        h = arch_int(a, "hidden_size") or arch_int(a, "d_model")
-        inter = arch_int(a, "intermediate_size") or arch_int(a, "moe_intermediate_size") or 4 * h
-        vocab = arch_int(a, "vocab_size")
-        dt = cache.mamba_dtype_bytes
-        act = mnbt * (4 * h + 2 * inter // plan.tp) * dt + 256 * vocab // plan.tp * 4
-        act_src = (
-            "estimate: max_num_batched_tokens x (4 x hidden + 2 x intermediate / TP) x dtype + 256 sequences of fp32 "
-            "logits (vLLM profiles the real peak; pass --activation-bytes from its log)"
-        )
-    over = _size(s.overhead_bytes, named("overhead_bytes"))
-    over_src = "--overhead-bytes"
-    if over is None:
-        over = 512 * MIB + (256 * MIB if plan.tp * plan.pp > 1 else 0)
-        over_src = "estimate: CUDA context 512 MiB (+256 MiB NCCL buffers when TP x PP > 1); pass --overhead-bytes"
-    graph = _size(s.cudagraph_bytes, named("cudagraph_bytes"))
-    graph_src = "--cudagraph-bytes"
-    if graph is None:
-        graph = 512 * MIB
-        graph_src = "estimate: CUDA graphs 512 MiB (vLLM subtracts its profiled figure by default; 0 with --enforce-eager)"
+    weights, src = _weights(s, model, plan, checkpoint)
+    act, act_src = _activation(s, model, plan, cache, common["max_num_batched_tokens"])
+    over, over_src = _overhead(s, plan)
+    graph, graph_src = _cudagraphs(s)
+    notes: list[str] = []
     if version == "0.20":
         notes.append("vLLM 0.20 profiled weights + torch peak + non-torch memory; 0.33 measures the free-memory delta: the same terms here")
-
+    util_src = "--gpu-memory-utilization" if s.gpu_memory_utilization is not None else "vLLM default 0.92"
     available, terms = [], []
     for stage, w in enumerate(weights):
         if w > requested:
@@ -143,7 +181,7 @@ def budget_inputs(
         terms.append(
             (
                 BudgetTerm("GPU memory", total, total_source),
-                BudgetTerm(f"requested = ceil(total x {util})", requested, "--gpu-memory-utilization" if s.gpu_memory_utilization is not None else "vLLM default 0.92"),
+                BudgetTerm(f"requested = ceil(total x {util})", requested, util_src),
                 BudgetTerm(f"- weights on this GPU (stage {stage})", w, src),
                 BudgetTerm("- activation peak", act, act_src),
                 BudgetTerm("- non-torch memory", over, over_src),
