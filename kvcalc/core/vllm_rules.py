@@ -1,0 +1,231 @@
+"""vLLM's KV-cache rules, one record per release line (V1 engine, 0.8.0 onwards).
+
+Each ``RuleLine`` holds every rule that changed a KV number or message between vLLM
+releases, read from the published wheels' source (``pip download vllm==X --no-deps``);
+docs/vllm-releases.md cites the file and line of every boundary on both of its sides.
+The pool code (``kvcalc.core.pool``, ``kvcalc.core.engine``) asks the record, never the
+version string. ``rules_for("0.19.1")`` picks the line a release belongs to.
+
+Pure: stdlib only, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kvcalc.core.record import record
+from kvcalc.errors import PlanError, named
+
+Release = tuple[int, ...]
+
+# "GPU KV cache size: N tokens"
+TOKENS_BLOCKS = "blocks x block_size"  # 0.8.0-0.9.0.1 (kv_cache_utils.py:535 in 0.8.0)
+TOKENS_PER_GROUP = "blocks // groups x block_size"  # 0.9.1-0.10.2 (:867 in 0.9.1)
+TOKENS_PER_GROUP_MIN_BS = "blocks // groups x min block size"  # 0.11.0-0.20.0 (:1080 in 0.11.0)
+TOKENS_CONCURRENCY = "int(max_concurrency x max_model_len)"  # 0.20.1- (:1706 in 0.20.1)
+
+# "Maximum concurrency for L tokens per request"
+CONC_TOKENS = "blocks x block_size / max_model_len"  # 0.8.0-0.9.0.1
+CONC_POOLED = "blocks / cdiv(group size x sum of needs, group size x page)"  # 0.9.1-0.26.0
+CONC_PER_GROUP = "blocks / sum over groups of cdiv(need, page)"  # 0.27.0-
+
+# blocks a sliding-window layer reserves for one request (SlidingWindowSpec)
+SW_ALL_FULL = "no sliding-window spec: every layer full"  # 0.8.0-0.8.2
+SW_BATCHED = "cdiv(min(W - 1 + max_num_batched_tokens, L), bs) + 1"  # 0.8.3-0.25.1
+SW_IN_FLIGHT = "cdiv(min(W - 1 + batches in flight x max_num_batched_tokens, L), bs) + 1"  # 0.26.0-0.27.1
+SW_RETAINED = "cdiv(min(W - 1 + extra retained + in flight, L), bs) + 1"  # 0.28.0-
+
+# what the "one request at max_model_len must fit" check compares
+FIT_MIN_ALL = "min memory over workers vs each worker's layers"  # 0.8.0-0.8.1
+FIT_WORKER = "each worker's memory vs its own layers"  # 0.8.2-0.13.0
+FIT_WHOLE_MODEL = "min memory over workers vs the whole model's groups"  # 0.14.0-0.16.x (a regression)
+FIT_FIRST_GROUP = "each worker's memory vs its groups, the first group's blocks only"  # 0.17.0-0.18.0
+FIT_GROUPS = "each worker's memory vs the sum over its groups"  # 0.19.0-0.28.0
+FIT_NULL_BLOCK = "each worker's memory less the null block vs the sum over its groups"  # 0.29.0-
+
+# where and how the size/concurrency lines are logged
+LOG_PER_WORKER = "per worker, before the minimum over workers"  # 0.8.0-0.11.0
+LOG_AFTER_MIN = "once, after the minimum over workers"  # 0.11.1-0.27.1
+LOG_COMBINED = "one combined line from the engine core"  # 0.28.0-0.29.0
+LOG_DEVICE = "one combined line naming the device"  # 0.30.0-
+
+# default max_num_batched_tokens / max_num_seqs by GPU (engine/arg_utils.py, usage context API server)
+BATCH_BY_NAME = "8192 tokens / 1024 seqs on H100/H200, else 2048 / 1024"  # 0.8.0-0.8.3
+BATCH_BY_NAME_SEQS = "8192 / 1024 on H100/H200, else 2048 / 256"  # 0.8.4
+BATCH_70GIB = "8192 / 1024 on GPUs >= 70 GiB, else 2048 / 256"  # 0.8.5
+BATCH_70GIB_NO_A100 = "8192 / 1024 on GPUs >= 70 GiB other than A100, else 2048 / 256"  # 0.9.0-0.27.1
+BATCH_160GIB = "16384 / 1024 on GPUs >= 160 GiB; 8192 / 1024 >= 70 GiB (not A100); else 2048 / 256"  # 0.28.0-0.32
+BATCH_160GIB_NO_GB10 = BATCH_160GIB + "; GB10 in the lowest tier"  # 0.33.0-
+
+
+@record
+class RuleLine:
+    """The rules of the vLLM releases ``first`` .. ``last`` (inclusive)."""
+
+    first: Release
+    last: Release
+    tokens: str
+    concurrency: str
+    sliding: str
+    fit_check: str
+    log: str
+    batch_defaults: str
+    null_block: bool  # the pool holds back block 0 (BlockPool, from 0.8.3)
+    hybrid_groups: bool  # the hybrid KV-cache manager groups sliding/full layers (0.9.1-)
+    group_ratio: int  # hundredths: layers per group = max if max < ratio x min, else min; 0: always min
+    in_flight_batches: bool  # sliding reservation scales with batches in flight (0.26.0-)
+    override_applied: bool  # --num-gpu-blocks-override takes effect (not in 0.9.1)
+    default_utilization: float  # --gpu-memory-utilization default
+    cudagraphs_subtracted: bool  # the CUDA-graph estimate is taken out of the KV budget (0.20.0-)
+    request_ceil: bool  # requested memory = ceil(total x utilization) (0.14.0-)
+    gib_round: bool  # GiB printed as round(x, 2) ("24.0"); else "%.2f"
+    # the fit error's text
+    fit_gib_unit: str  # "GB" (0.8.0-0.8.2, still bytes / 2**30) or "GiB"
+    fit_estimate: str  # "none" (0.8.0-0.8.3), "blank" (0.8.4-0.9.0.1: the number is lost), "shown"
+    fit_whose: str  # "models's" (-0.21.x) or "model's" (0.22.0-)
+    docs_url: bool  # the conserving-memory docs link (0.13.0-)
+    cpu_clause: bool  # "(which also controls CPU memory on the CPU backend)" (0.22.0-)
+
+    @property
+    def label(self) -> str:
+        """'0.17.0–0.17.x'; the newest line: '0.33.0 and later'."""
+        if self.last == OPEN:
+            return f"{show(self.first)} and later"
+        last = self.last[:3] if len(self.last) == 4 and self.last[3] == 99 else self.last  # 0.8.2.x -> 0.8.2
+        return show(self.first) if last == self.first else f"{show(self.first)}–{show(last)}"
+
+
+def show(release: Release) -> str:
+    """(0, 17, 99) -> '0.17.x' (99 stands for any patch level)."""
+    return ".".join("x" if n == 99 else str(n) for n in release)
+
+
+OPEN = (99, 99, 99)  # the newest line is open-ended
+NEWEST_READ = (0, 33, 99)  # the newest release line whose source was read
+
+_BASE = dict(
+    tokens=TOKENS_CONCURRENCY,
+    concurrency=CONC_PER_GROUP,
+    sliding=SW_RETAINED,
+    fit_check=FIT_NULL_BLOCK,
+    log=LOG_DEVICE,
+    batch_defaults=BATCH_160GIB_NO_GB10,
+    null_block=True,
+    hybrid_groups=True,
+    group_ratio=150,
+    in_flight_batches=True,
+    override_applied=True,
+    default_utilization=0.92,
+    cudagraphs_subtracted=True,
+    request_ceil=True,
+    gib_round=True,
+    fit_gib_unit="GiB",
+    fit_estimate="shown",
+    fit_whose="model's",
+    docs_url=True,
+    cpu_clause=True,
+)
+
+
+def _line(first: Release, last: Release, **changes: object) -> RuleLine:
+    values = dict(_BASE)
+    values.update(changes)
+    return RuleLine(first, last, **values)  # type: ignore[arg-type]
+
+
+# Newest first; each line states how it differs from the current one (0.33).
+_V0_22 = dict(batch_defaults=BATCH_160GIB, log=LOG_COMBINED)
+_V0_28 = dict(_V0_22, fit_check=FIT_GROUPS)
+_V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BATCH_70GIB_NO_A100)
+_V0_26 = dict(_V0_27, concurrency=CONC_POOLED)
+_V0_25 = dict(_V0_26, sliding=SW_BATCHED, in_flight_batches=False)
+_V0_21 = dict(_V0_25, fit_whose="models's", cpu_clause=False)
+_V0_20 = dict(_V0_21, tokens=TOKENS_PER_GROUP_MIN_BS)
+_V0_19 = dict(_V0_20, default_utilization=0.9, cudagraphs_subtracted=False)
+_V0_18 = dict(_V0_19, fit_check=FIT_FIRST_GROUP)
+_V0_17 = dict(_V0_18, group_ratio=125)
+_V0_16 = dict(_V0_17, fit_check=FIT_WHOLE_MODEL)
+_V0_13 = dict(_V0_17, fit_check=FIT_WORKER, request_ceil=False, gib_round=False)
+_V0_12 = dict(_V0_13, docs_url=False)
+_V0_11_2 = dict(_V0_12, group_ratio=0)
+_V0_11_0 = dict(_V0_11_2, log=LOG_PER_WORKER)
+_V0_10 = dict(_V0_11_0, tokens=TOKENS_PER_GROUP)
+_V0_9_1 = dict(_V0_10, override_applied=False)
+_V0_9_0 = dict(
+    _V0_10, tokens=TOKENS_BLOCKS, concurrency=CONC_TOKENS, hybrid_groups=False, fit_estimate="blank"
+)
+_V0_8_5 = dict(_V0_9_0, batch_defaults=BATCH_70GIB)
+_V0_8_4 = dict(_V0_8_5, batch_defaults=BATCH_BY_NAME_SEQS)
+_V0_8_3 = dict(_V0_8_4, batch_defaults=BATCH_BY_NAME, fit_estimate="none")
+_V0_8_2 = dict(_V0_8_3, sliding=SW_ALL_FULL, null_block=False, fit_gib_unit="GB")
+_V0_8_1 = dict(_V0_8_2, fit_check=FIT_MIN_ALL)
+
+LINES: tuple[RuleLine, ...] = (
+    _line((0, 33, 0), OPEN),
+    _line((0, 30, 0), (0, 32, 99), batch_defaults=BATCH_160GIB),
+    _line((0, 29, 0), (0, 29, 99), **_V0_22),
+    _line((0, 28, 0), (0, 28, 99), **_V0_28),
+    _line((0, 27, 0), (0, 27, 99), **_V0_27),
+    _line((0, 26, 0), (0, 26, 99), **_V0_26),
+    _line((0, 22, 0), (0, 25, 99), **_V0_25),
+    _line((0, 20, 1), (0, 21, 99), **_V0_21),
+    _line((0, 20, 0), (0, 20, 0, 99), **_V0_20),
+    _line((0, 19, 0), (0, 19, 99), **_V0_19),
+    _line((0, 18, 0), (0, 18, 99), **_V0_18),
+    _line((0, 17, 0), (0, 17, 99), **_V0_17),
+    _line((0, 14, 0), (0, 16, 99), **_V0_16),
+    _line((0, 13, 0), (0, 13, 99), **_V0_13),
+    _line((0, 12, 0), (0, 12, 99), **_V0_12),
+    _line((0, 11, 1), (0, 11, 99), **_V0_11_2),
+    _line((0, 11, 0), (0, 11, 0, 99), **_V0_11_0),
+    _line((0, 9, 2), (0, 10, 99), **_V0_10),
+    _line((0, 9, 1), (0, 9, 1, 99), **_V0_9_1),
+    _line((0, 9, 0), (0, 9, 0, 99), **_V0_9_0),
+    _line((0, 8, 5), (0, 8, 5, 99), **_V0_8_5),
+    _line((0, 8, 4), (0, 8, 4, 99), **_V0_8_4),
+    _line((0, 8, 3), (0, 8, 3, 99), **_V0_8_3),
+    _line((0, 8, 2), (0, 8, 2, 99), **_V0_8_2),
+    _line((0, 8, 0), (0, 8, 1, 99), **_V0_8_1),
+)
+CURRENT = LINES[0]
+OLDEST = LINES[-1].first
+
+_RELEASE_RE = re.compile(r"^v?(\d{1,4}(?:\.\d{1,6}){0,3})(?:\.?(?:rc|a|b|post|dev)\d*)?(?:[.+-].*)?$", re.IGNORECASE)
+
+
+def parse_release(text: str) -> Release:
+    """'0.10.1.1', 'v0.22.0', '0.26.1rc1.dev156+g0eec856cc.d20260731', '0.33' -> a tuple.
+
+    A pre-release or dev build counts as the release it leads to (0.26.1rc1 -> 0.26.1): its
+    code is that release's, give or take the last commits."""
+    m = _RELEASE_RE.match(str(text).strip())
+    if not m:
+        raise PlanError(
+            f"{named('vllm_version')} {text!r} is not a release string; give one as vLLM prints it, "
+            "e.g. 0.10.1.1, v0.22.0 or 0.26.1rc1.dev156+g0eec856cc"
+        )
+    return tuple(int(p) for p in m.group(1).split("."))
+
+
+def _pad(r: Release) -> Release:
+    return tuple(r) + (0,) * (4 - len(r))
+
+
+def rules_for(text: str) -> tuple[RuleLine, str]:
+    """The rule line of a release and one sentence saying which line it follows."""
+    release = parse_release(text)
+    r = _pad(release)
+    if r < _pad(OLDEST):
+        raise PlanError(
+            f"{named('vllm_version')} {text!r} predates vLLM's V1 engine; kvcalc has the rules of "
+            f"{show(OLDEST)} and later (the V1 engine's KV cache)"
+        )
+    for line in LINES:
+        if _pad(line.first) <= r <= _pad(line.last):
+            if line is CURRENT and r > _pad(NEWEST_READ):
+                return line, (
+                    f"vLLM {show(release)}: newer than the newest release kvcalc was checked against "
+                    f"({show(NEWEST_READ)}); rules of {line.label}"
+                )
+            return line, f"vLLM {show(release)}: rules of {line.label}"
+    raise PlanError(f"{named('vllm_version')} {text!r}: no rule line covers it")  # pragma: no cover - lines are contiguous
