@@ -190,7 +190,7 @@ LINES: tuple[RuleLine, ...] = (
 CURRENT = LINES[0]
 OLDEST = LINES[-1].first
 
-_RELEASE_RE = re.compile(r"^v?(\d{1,4}(?:\.\d{1,6}){0,3})(?:\.?(?:rc|a|b|post|dev)\d*)?(?:[.+-].*)?$", re.IGNORECASE)
+_RELEASE_RE = re.compile(r"^v?(\d{1,4}(?:\.\d{1,6}){1,3})(?:\.?(?:rc|a|b|post|dev)\d{0,9})*(?:\+[\w.]{0,100})?$", re.IGNORECASE)
 
 
 def parse_release(text: str) -> Release:
