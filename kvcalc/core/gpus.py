@@ -7,7 +7,7 @@ with the exact figure from ``nvidia-smi`` or vLLM's log when it matters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from kvcalc.core.record import record
 
 from kvcalc.errors import PlanError
 
@@ -17,7 +17,7 @@ _MODAL = "nvidia-smi total, listed in modal-labs/modal-client PR #2797"
 _COMMON = "nvidia-smi total as commonly reported (not verified by kvcalc; pass --gpu-memory for yours)"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Gpu:
     name: str
     memory_bytes: int

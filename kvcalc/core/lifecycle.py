@@ -19,7 +19,7 @@ group holds 6 + 4 x 2 = 14 blocks instead of 4 x 8 = 32.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from kvcalc.core.record import record, replace
 
 from kvcalc.core.footprint import StageSpecs
 from kvcalc.core.specs import CacheSpec, cdiv
@@ -51,7 +51,7 @@ def _check_count(value: int, flag: str, minimum: int = 0) -> int:
 # --------------------------------------------------------------------------- shared prefix
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Sharer:
     """One request or beam: its cached positions and the common prefix it shares."""
 
@@ -63,7 +63,7 @@ class Sharer:
         _check_count(self.shared_tokens, "shared tokens")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SharedGroup:
     """Blocks of one group of identical layers on one rank (counts are per layer)."""
 
@@ -127,7 +127,7 @@ def share_stage(stage: StageSpecs, sharers: Sequence[Sharer]) -> tuple[SharedGro
     return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SharingReport:
     """A group of sharers on every stage; ``copies`` independent groups (e.g. --batch)."""
 
@@ -215,7 +215,7 @@ def prefix_cache(
 # --------------------------------------------------------------------- speculative tokens
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SpecGroup:
     kind: str
     layers: int
@@ -245,7 +245,7 @@ class SpecGroup:
         return self.layers * self.page_bytes * self.verify_blocks
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SpecReport:
     stages: tuple[tuple[SpecGroup, ...], ...]
     tp: int
@@ -312,7 +312,7 @@ def speculative(
 # ----------------------------------------------------------------------------- CPU offload
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class OffloadReport:
     cpu_bytes: int  # the tier for one replica (vLLM: summed over its ranks)
     ranks: int  # ranks of one replica sharing it

@@ -9,7 +9,7 @@ differences where they change a number. Pure: no I/O.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from kvcalc.core.record import field, record, replace
 from typing import Any
 
 from kvcalc.core.footprint import CacheSettings, StageSpecs, stage_specs
@@ -64,7 +64,7 @@ def hybrid_block_size(model: ModelSpec, tp: int, cache: CacheSettings) -> tuple[
 # ---------------------------------------------------------------- grouping
 
 
-@dataclass(frozen=True)
+@record
 class Group:
     """One KV cache group: layers sharing a block table (vLLM ``KVCacheGroupSpec``)."""
 
@@ -179,14 +179,14 @@ def group_layers(specs: list[CacheSpec], *, disable_hybrid: bool = False) -> tup
 # ---------------------------------------------------------------- inputs and report
 
 
-@dataclass(frozen=True)
+@record
 class BudgetTerm:
     name: str
     bytes: int
     source: str  # "flag --x", "catalog", "checkpoint metadata", "estimate: ...", "derived"
 
 
-@dataclass(frozen=True)
+@record
 class PoolInputs:
     """Everything the pool needs besides the model and the plan; each term with its source."""
 
@@ -216,7 +216,7 @@ class PoolInputs:
         return self.max_concurrent_batches * self.max_num_batched_tokens
 
 
-@dataclass(frozen=True)
+@record
 class WorkerPlan:
     pp_rank: int
     available_bytes: int
@@ -226,7 +226,7 @@ class WorkerPlan:
     needed_bytes: int
 
 
-@dataclass(frozen=True)
+@record
 class PoolReport:
     model: ModelSpec
     plan: ParallelPlan
@@ -395,7 +395,7 @@ def engine_cache(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings) -> 
     return replace(cache, block_size=bs), mamba_pad, notes
 
 
-@dataclass(frozen=True)
+@record
 class PoolPlan:
     """vLLM's result for one DP engine: groups, per-worker blocks, the fit check."""
 

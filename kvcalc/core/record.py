@@ -1,21 +1,29 @@
-"""``@record``: frozen dataclasses without the start-up cost.
+"""``@record``: frozen dataclasses without the start-up cost, the one record system of the core.
 
 ``dataclasses.dataclass`` compiles several methods per class with ``exec``, ~1.5 ms a
 class, and the module itself takes ~2 ms to import; kvcalc has dozens of such classes on
 the path of ``kvcalc size`` and a start-up budget of a few milliseconds. ``record`` gives
 the same behaviour from methods written once here: keyword/positional ``__init__`` with
 defaults and ``default_factory``, ``__post_init__``, frozen attributes, ``__eq__`` and
-``__hash__`` over the compared fields, ``__repr__``; ``replace``/``fields`` of this module
-work like dataclasses'. ``dataclasses.replace``, ``fields``, ``asdict`` and
-``is_dataclass`` work on records too: their ``__dataclass_fields__`` is built (and the
-dataclasses module imported) only when something asks for it.
+``__hash__`` over the compared fields (the hash is computed once per record and kept:
+records are immutable and are used as cache keys), ``__repr__``. ``replace`` and
+``fields`` of this module work like dataclasses'; ``typing.dataclass_transform`` tells
+type checkers so.
+
+``dataclasses.replace``, ``fields``, ``asdict`` and ``is_dataclass`` accept records too:
+``__dataclass_fields__`` is built on first use (and only then is ``dataclasses``
+imported), from a shadow class made with the public ``dataclasses.make_dataclass``.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from functools import cached_property
+from operator import attrgetter
+from typing import Any, Callable, TypeVar, dataclass_transform
 
 T = TypeVar("T", bound=type)
+
+__all__ = ["MISSING", "Field", "FrozenInstanceError", "cached_property", "field", "fields", "record", "replace"]
 
 
 class _Missing:
@@ -24,6 +32,7 @@ class _Missing:
 
 
 MISSING: Any = _Missing()
+_HASH = "__record_hash__"  # where a record keeps its hash (instance dict, never pickled)
 
 
 class FrozenInstanceError(AttributeError):
@@ -49,43 +58,58 @@ def field(*, default: Any = MISSING, default_factory: Any = MISSING, compare: bo
     return Field(default, default_factory, compare)
 
 
+def _complete(cls: type, values: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """The slow path of ``__init__``: default factories, then the errors dataclasses raise."""
+    names, _, factories = cls.__record_spec__[:3]  # type: ignore[attr-defined]
+    for name in names:
+        if name not in values:
+            if name not in factories:
+                raise TypeError(f"{cls.__name__}() missing required argument: {name!r}")
+            values[name] = factories[name]()
+    for name in given:
+        if name not in names:
+            raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {name!r}")
+    return values
+
+
 def _init(self: Any, *args: Any, **kwargs: Any) -> None:
-    names, defaults, factories, _ = type(self).__record_spec__
-    if len(args) > len(names):
-        raise TypeError(f"{type(self).__name__}() takes {len(names)} positional arguments but {len(args)} were given")
-    setter = object.__setattr__
-    for name, value in zip(names, args):
-        if name in kwargs:
-            raise TypeError(f"{type(self).__name__}() got multiple values for argument {name!r}")
-        setter(self, name, value)
-    for name in names[len(args):]:
-        if name in kwargs:
-            setter(self, name, kwargs.pop(name))
-        elif name in defaults:
-            setter(self, name, defaults[name])
-        elif name in factories:
-            setter(self, name, factories[name]())
-        else:
-            raise TypeError(f"{type(self).__name__}() missing required argument: {name!r}")
-    if kwargs:
-        raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {next(iter(kwargs))!r}")
-    post = getattr(self, "__post_init__", None)
+    cls = type(self)
+    names, defaults, _, nameset, post = cls.__record_spec__
+    if args:
+        if len(args) > len(names):
+            raise TypeError(f"{cls.__name__}() takes {len(names)} positional arguments but {len(args)} were given")
+        for name, value in zip(names, args):
+            if name in kwargs:
+                raise TypeError(f"{cls.__name__}() got multiple values for argument {name!r}")
+            kwargs[name] = value
+    values = {**defaults, **kwargs}
+    if len(values) != len(names) or not values.keys() <= nameset:
+        values = _complete(cls, values, kwargs)
+    self.__dict__.update(values)
     if post is not None:
-        post()
-
-
-def _key(self: Any) -> tuple:
-    return tuple(getattr(self, n) for n in type(self).__record_spec__[3])
+        post(self)
 
 
 def _eq(self: Any, other: Any) -> bool:
     if other.__class__ is not self.__class__:
         return NotImplemented
-    return _key(self) == _key(other)
+    if self is other:
+        return True
+    key = self.__record_key__
+    return bool(key(self) == key(other))
 
 
 def _hash(self: Any) -> int:
-    return hash((type(self).__name__, _key(self)))
+    d = self.__dict__
+    h = d.get(_HASH)
+    if h is None:
+        h = d[_HASH] = hash((type(self).__name__, self.__record_key__(self)))
+    return h
+
+
+def _getstate(self: Any) -> dict[str, Any]:
+    # string hashes differ between processes: a copy or an unpickled record hashes afresh
+    return {k: v for k, v in self.__dict__.items() if k != _HASH}
 
 
 def _repr(self: Any) -> str:
@@ -101,27 +125,45 @@ def _delattr(self: Any, name: str) -> None:
     raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
+def _key_getter(compared: tuple[str, ...]) -> Callable[[Any], tuple]:
+    if len(compared) > 1:
+        return attrgetter(*compared)
+    if compared:
+        get = attrgetter(compared[0])
+        return lambda obj: (get(obj),)
+    return lambda obj: ()
+
+
 class _DataclassFields:
-    """``__dataclass_fields__`` built on first use, so dataclasses' helpers accept records."""
+    """``__dataclass_fields__`` built on first use, so dataclasses' helpers accept records.
+
+    The ``dataclasses.Field`` objects come from ``dataclasses.make_dataclass`` (a shadow
+    class with the same fields, no generated methods), so only public API is used."""
 
     def __get__(self, instance: Any, owner: type) -> dict:
         import dataclasses
 
-        out = {}
-        for f in owner.__record_fields__.values():
+        spec: list[tuple[str, Any, Any]] = []
+        late: dict[str, Any] = {}
+        for f in owner.__record_fields__.values():  # type: ignore[attr-defined]
             kw: dict[str, Any] = {"compare": f.compare}
             if f.default is not MISSING:
-                kw["default"] = f.default
+                if type(f.default).__hash__ is None:  # dataclasses refuses mutable defaults
+                    late[f.name] = f.default
+                else:
+                    kw["default"] = f.default
             elif f.default_factory is not MISSING:
                 kw["default_factory"] = f.default_factory
-            df = dataclasses.field(**kw)
-            df.name, df.type = f.name, f.type
-            df._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what dataclasses.fields() lists
-            out[f.name] = df
+            spec.append((f.name, f.type, dataclasses.field(**kw)))
+        shadow = dataclasses.make_dataclass(owner.__name__, spec, init=False, repr=False, eq=False)
+        out = {f.name: f for f in dataclasses.fields(shadow)}
+        for name, value in late.items():
+            out[name].default = value
         type.__setattr__(owner, "__dataclass_fields__", out)
         return out
 
 
+@dataclass_transform(frozen_default=True, field_specifiers=(field, Field))
 def record(cls: T) -> T:
     """Make ``cls`` a frozen record of its annotated fields (bases' fields first)."""
     found: dict[str, Field] = {}
@@ -141,15 +183,18 @@ def record(cls: T) -> T:
     defaults = {n: f.default for n, f in found.items() if f.default is not MISSING}
     factories = {n: f.default_factory for n, f in found.items() if f.default_factory is not MISSING}
     compared = tuple(n for n, f in found.items() if f.compare)
-    cls.__record_fields__ = found
-    cls.__record_spec__ = (names, defaults, factories, compared)
-    cls.__dataclass_fields__ = _DataclassFields()
-    cls.__init__ = _init
-    cls.__eq__ = _eq
-    cls.__hash__ = _hash
-    cls.__repr__ = _repr
-    cls.__setattr__ = _setattr
-    cls.__delattr__ = _delattr
+    post = getattr(cls, "__post_init__", None)
+    setattr(cls, "__record_fields__", found)
+    setattr(cls, "__record_spec__", (names, defaults, factories, frozenset(names), post))
+    setattr(cls, "__record_key__", staticmethod(_key_getter(compared)))
+    setattr(cls, "__dataclass_fields__", _DataclassFields())
+    setattr(cls, "__init__", _init)
+    setattr(cls, "__eq__", _eq)
+    setattr(cls, "__hash__", _hash)
+    setattr(cls, "__repr__", _repr)
+    setattr(cls, "__getstate__", _getstate)
+    setattr(cls, "__setattr__", _setattr)
+    setattr(cls, "__delattr__", _delattr)
     return cls
 
 

@@ -11,7 +11,7 @@ Quantized checkpoints: fp8 linear layers 1 B/param; mxfp4 experts 4.25 bits/para
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from kvcalc.core.record import record
 
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.model import ModelSpec
@@ -21,7 +21,7 @@ from kvcalc.errors import ConfigError
 MAX_ARCH_NUMBER = 1 << 40  # no real architecture number is larger (as kvcalc.sources.config)
 
 
-@dataclass(frozen=True)
+@record
 class WeightEstimate:
     parameters: int  # whole model
     bytes_per_stage: tuple[int, ...]  # per GPU of each PP stage
