@@ -47,9 +47,15 @@ def _norm(name: str) -> str:
     return name.strip().upper().replace("_", "-").replace(" ", "-")
 
 
+_BY_NAME: dict[str, Gpu] = {}
+
+
 def find_gpu(name: str) -> Gpu:
-    key = _norm(name)
-    for gpu in CATALOG:
-        if key == _norm(gpu.name) or key in (_norm(a) for a in gpu.aliases):
-            return gpu
+    if not _BY_NAME:
+        for gpu in reversed(CATALOG):  # the first entry wins when names collide
+            _BY_NAME.update({_norm(a): gpu for a in gpu.aliases})
+            _BY_NAME[_norm(gpu.name)] = gpu
+    gpu = _BY_NAME.get(_norm(name))
+    if gpu is not None:
+        return gpu
     raise PlanError(f"--gpu {name!r} is not in the catalog; known: {', '.join(g.name for g in CATALOG)} (or give --gpu-memory)")
