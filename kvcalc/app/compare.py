@@ -301,7 +301,7 @@ def _payload_ratios(model: ModelSpec, rows: list[Row]) -> None:
         return
     cache = ok[0].result.footprint.cache
     mha = with_kv_heads(model, model.num_attention_heads)
-    mha_bpt = sum(layer_spec(x, 1, cache).bytes_per_token for x in mha.layers if x.kind != "cross")
+    mha_bpt = sum(layer_spec(x, 1, cache).decoder_bytes_per_token for x in mha.layers)
     g = 0
     for r in ok:
         g = math.gcd(g, r.result.footprint.bytes_per_token)

@@ -69,8 +69,11 @@ class Settings:
 
     @property
     def has_pool(self) -> bool:
-        return any(
-            v is not None for v in (self.gpu, self.gpu_memory, self.kv_cache_memory, self.num_gpu_blocks_override)
+        return (
+            self.gpu is not None
+            or self.gpu_memory is not None
+            or self.kv_cache_memory is not None
+            or self.num_gpu_blocks_override is not None
         )
 
 

@@ -169,8 +169,10 @@ def _specs_of(layers: Iterable[LayerArch], tp: int, cache: CacheSettings) -> tup
 @lru_cache(maxsize=1024)
 def _layout(
     model: ModelSpec, tp: int, pp: int, pp_layers: tuple[int, ...] | None, cache: CacheSettings
-) -> tuple[tuple[StageSpecs, ...], StageSpecs]:
-    """Every PP stage's specs, and the whole model at TP 1 (``logical_stage``)."""
+) -> tuple[tuple[StageSpecs, ...], StageSpecs, tuple[int, ...]]:
+    """Every PP stage's specs; the whole model at TP 1 (``logical_stage``); and which
+    measures repeat: for each stage then the whole model, the index of the first stage
+    holding the same specs (itself when none before; -1: the whole model is measured)."""
     heads, replicated = check_tp(model, tp)
     ranges = pp_ranges(model.num_layers, pp, pp_layers)
     specs = _specs_of(model.layers, tp, cache)
@@ -178,7 +180,11 @@ def _layout(
         StageSpecs(pp_rank, (start, end), tuple(x for x in specs if start <= x[0].layer < end), heads, replicated)
         for pp_rank, (start, end) in enumerate(ranges)
     )
-    return stages, logical_stage(model, cache)
+    whole = logical_stage(model, cache)
+    groupings = [st.grouped for st in stages]
+    same = [groupings.index(g) for g in groupings]
+    same.append(groupings.index(whole.grouped) if whole.grouped in groupings else -1)
+    return stages, whole, tuple(same)
 
 
 def stage_specs(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings) -> list[StageSpecs]:
@@ -328,15 +334,14 @@ class Footprint:
 
 
 def footprint(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, traffic: Traffic) -> Footprint:
-    stages, whole = _layout(model, plan.tp, plan.pp, plan.pp_layers, cache)
+    stages, whole, same = _layout(model, plan.tp, plan.pp, plan.pp_layers, cache)
     lengths = traffic.lengths
-    done: dict[tuple, Measures] = {}  # stages holding equal specs (PP halves) measured once
-    stage_measures = []
-    for st in stages:
-        m = done.get(st.grouped)
-        if m is None:
-            m = done[st.grouped] = measure_grouped(st.grouped, lengths)
-        stage_measures.append(m)
+    stage_measures: list[Measures] = []  # stages holding equal specs (PP halves) measured once
+    for i, st in enumerate(stages):
+        j = same[i]
+        stage_measures.append(stage_measures[j] if j < i else measure_grouped(st.grouped, lengths))
+    j = same[-1]
+    logical = stage_measures[j] if j >= 0 else measure_grouped(whole.grouped, lengths)
     bs = cache.block_size
     return Footprint(
         model=model,
@@ -345,7 +350,7 @@ def footprint(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, traffi
         traffic=traffic,
         stages=stages,
         stage_measures=tuple(stage_measures),
-        logical=measure_grouped(whole.grouped, lengths),
+        logical=logical,
         bytes_per_token=whole.bytes_per_token,
         state_bytes_per_request=whole.state_bytes_per_request,
         allocated_tokens=sum(cdiv(t, bs) * bs * n for t, n in lengths),

@@ -36,10 +36,7 @@ HOST_PAGE_BYTES = 4096
 
 def _groups(stage: StageSpecs) -> list[tuple[CacheSpec, int]]:
     """Identical specs of one stage counted together, in layer order: (spec, layers)."""
-    counts: dict[CacheSpec, int] = {}
-    for _, spec in stage.specs:
-        counts[spec] = counts.get(spec, 0) + 1
-    return list(counts.items())
+    return list(stage.grouped)
 
 
 def _check_count(value: int, flag: str, minimum: int = 0) -> int:
