@@ -46,8 +46,8 @@ def resolve_kv_dtype(name: str, model: ModelSpec, model_dtype: str | None = None
     """`auto` is the model dtype, as vLLM does; a named dtype is looked up."""
     key = name.strip().lower()
     if key == "auto":
-        dt = model_dtype or model.dtype
-        return KVDtype(dt, MODEL_DTYPES[dt], note="auto: the model dtype")
+        mdt = model_dtype or model.dtype
+        return KVDtype(mdt, MODEL_DTYPES[mdt], note="auto: the model dtype")
     if key not in KV_DTYPES:
         valid = ", ".join(("auto", *KV_DTYPES))
         raise PlanError(f"--kv-dtype {name!r} is not known; valid: {valid}")

@@ -8,7 +8,6 @@ with the exact figure from ``nvidia-smi`` or vLLM's log when it matters.
 from __future__ import annotations
 
 from kvcalc.core.record import record
-
 from kvcalc.errors import PlanError
 
 MIB = 1 << 20
@@ -55,7 +54,7 @@ def find_gpu(name: str) -> Gpu:
         for gpu in reversed(CATALOG):  # the first entry wins when names collide
             _BY_NAME.update({_norm(a): gpu for a in gpu.aliases})
             _BY_NAME[_norm(gpu.name)] = gpu
-    gpu = _BY_NAME.get(_norm(name))
-    if gpu is not None:
-        return gpu
+    found = _BY_NAME.get(_norm(name))
+    if found is not None:
+        return found
     raise PlanError(f"--gpu {name!r} is not in the catalog; known: {', '.join(g.name for g in CATALOG)} (or give --gpu-memory)")

@@ -20,6 +20,7 @@ from kvcalc.core.specs import (
 )
 from kvcalc.errors import PlanError
 
+
 @record
 class Group:
     """One KV cache group: layers sharing a block table (vLLM ``KVCacheGroupSpec``)."""

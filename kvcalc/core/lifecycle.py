@@ -19,10 +19,10 @@ group holds 6 + 4 x 2 = 14 blocks instead of 4 x 8 = 32.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from kvcalc.core.record import record, replace
 
 from kvcalc.core.footprint import StageSpecs
-from kvcalc.core.specs import CacheSpec, cdiv
+from kvcalc.core.record import record, replace
+from kvcalc.core.specs import CacheSpec, MambaSpec, cdiv
 from kvcalc.errors import PlanError
 
 # kinds whose blocks are indexed by position (block i holds positions i*bs .. i*bs+bs-1),
@@ -289,7 +289,7 @@ def speculative(
     for st in stages:
         groups = []
         for spec, n in _groups(st):
-            if spec.kind == "mamba":
+            if isinstance(spec, MambaSpec):
                 with_spec = replace(spec, num_speculative_blocks=spec.num_speculative_blocks + spec_tokens)
                 base = sum(spec.held_blocks(t + 1) for t in requests)
                 ver = sum(with_spec.held_blocks(t + 1) for t in requests)

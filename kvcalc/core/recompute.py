@@ -20,7 +20,6 @@ y_G is never fed back (its output would be an unwanted y_{G+1}).
 from __future__ import annotations
 
 from kvcalc.core.record import record
-
 from kvcalc.errors import KvcalcError
 
 

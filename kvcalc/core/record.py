@@ -17,8 +17,9 @@ imported), from a shadow class made with the public ``dataclasses.make_dataclass
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, Callable, Generic, TypeVar, dataclass_transform, overload
+from typing import Any, Generic, TypeVar, dataclass_transform, overload
 
 T = TypeVar("T", bound=type)
 R = TypeVar("R")
@@ -85,7 +86,7 @@ def field(*, default: Any = MISSING, default_factory: Any = MISSING, compare: bo
 def _init(self: Any, *args: Any, **kwargs: Any) -> None:
     """The first ``__init__`` of a record class: compiles the class's own and calls it."""
     init = _compile_init(type(self))
-    setattr(type(self), "__init__", init)
+    type(self).__init__ = init
     init(self, *args, **kwargs)
 
 
@@ -211,22 +212,26 @@ def record(cls: T) -> T:
     factories = {n: f.default_factory for n, f in found.items() if f.default_factory is not MISSING}
     compared = tuple(n for n, f in found.items() if f.compare)
     post = getattr(cls, "__post_init__", None)
-    setattr(cls, "__record_fields__", found)
-    setattr(cls, "__record_spec__", (names, defaults, factories, post))
-    setattr(cls, "__record_key__", staticmethod(_key_getter(compared)))
-    setattr(cls, "__dataclass_fields__", _DataclassFields())
-    setattr(cls, "__init__", _init)
-    setattr(cls, "__eq__", _eq)
-    setattr(cls, "__hash__", _hash)
-    setattr(cls, "__repr__", _repr)
-    setattr(cls, "__getstate__", _getstate)
-    setattr(cls, "__setattr__", _setattr)
-    setattr(cls, "__delattr__", _delattr)
+    members: dict[str, Any] = {
+        "__record_fields__": found,
+        "__record_spec__": (names, defaults, factories, post),
+        "__record_key__": staticmethod(_key_getter(compared)),
+        "__dataclass_fields__": _DataclassFields(),
+        "__init__": _init,
+        "__eq__": _eq,
+        "__hash__": _hash,
+        "__repr__": _repr,
+        "__getstate__": _getstate,
+        "__setattr__": _setattr,
+        "__delattr__": _delattr,
+    }
+    for name, value in members.items():
+        setattr(cls, name, value)
     return cls
 
 
 def fields(obj: Any) -> tuple[Field, ...]:
-    cls = obj if isinstance(obj, type) else type(obj)
+    cls: Any = obj if isinstance(obj, type) else type(obj)
     return tuple(cls.__record_fields__.values())
 
 

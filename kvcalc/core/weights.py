@@ -13,11 +13,10 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from kvcalc.core.record import record
-
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
+from kvcalc.core.record import record
 from kvcalc.errors import ConfigError
 
 MAX_ARCH_NUMBER = 1 << 40  # no real architecture number is larger (as kvcalc.sources.config)
@@ -121,7 +120,7 @@ def _estimate(model: ModelSpec, _arch_id: int, tp: int, pp: int, pp_layers: tupl
     expert_b = 4.25 / 8 if method == "mxfp4" else linear_b
     tied = bool(a.get("tie_word_embeddings", False))
     kv_replicated = (not model.mla) and model.num_kv_heads and tp > model.num_kv_heads
-    kinds = {}
+    kinds: dict[int, str] = {}
     for layer in model.layers:
         kinds.setdefault(layer.layer, "mamba" if layer.kind == "mamba" else layer.kind)
     total = 0.0
