@@ -11,10 +11,10 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvcalc.core.model import ModelSpec
+from kvcalc.core.record import field, record, replace
 from kvcalc.errors import KvcalcError
 from kvcalc.app.service import Settings, SizeResult, evaluate
 
@@ -92,7 +92,7 @@ def parse_attention(text: str | None) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-@dataclass(frozen=True)
+@record
 class Variant:
     """An attention variant of one model: the same model with N_kv KV heads per layer."""
 
@@ -153,7 +153,7 @@ def with_kv_heads(model: ModelSpec, num_kv_heads: int) -> ModelSpec:
     return replace(model, layers=layers, num_kv_heads=num_kv_heads)
 
 
-@dataclass(frozen=True)
+@record
 class ModelInput:
     """A model as the user named it, resolved."""
 
@@ -162,7 +162,7 @@ class ModelInput:
     checkpoint: dict | None = None
 
 
-@dataclass
+@record(frozen=False)
 class Row:
     model: str  # the model's name
     given: str  # as typed on the command line
@@ -210,7 +210,7 @@ class Row:
         return r.pool.payload().get(key)
 
 
-@dataclass
+@record(frozen=False)
 class Comparison:
     rows: list[Row]
     sweeps: dict[str, tuple[Any, ...]]  # every list flag given, with its values

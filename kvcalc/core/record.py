@@ -221,9 +221,25 @@ class _DataclassFields:
         return out
 
 
+@overload
+def record(cls: T, /) -> T: ...
+
+
+@overload
+def record(*, frozen: bool = True) -> Callable[[T], T]: ...
+
+
 @dataclass_transform(frozen_default=True, field_specifiers=(field, Field))
-def record(cls: T) -> T:
-    """Make ``cls`` a frozen record of its annotated fields (bases' fields first)."""
+def record(cls: T | None = None, /, *, frozen: bool = True) -> Any:
+    """Make ``cls`` a frozen record of its annotated fields (bases' fields first).
+    ``@record(frozen=False)``: fields may be assigned, and the record is unhashable (as a
+    dataclass with eq and not frozen)."""
+    if cls is None:
+        return lambda c: _make(c, frozen)
+    return _make(cls, frozen)
+
+
+def _make(cls: T, frozen: bool) -> T:
     found: dict[str, Field] = {}
     for base in reversed(cls.__mro__[1:]):
         found.update(getattr(base, "__record_fields__", {}))
@@ -255,6 +271,9 @@ def record(cls: T) -> T:
         "__setattr__": _setattr,
         "__delattr__": _delattr,
     }
+    if not frozen:
+        members["__hash__"] = None
+        del members["__setattr__"], members["__delattr__"]
     for name, value in members.items():
         setattr(cls, name, value)
     return cls
