@@ -22,7 +22,6 @@ from kvcalc.core.specs import (
     MLASpec,
     SlidingWindowSpec,
     StateTensor,
-    cdiv,
 )
 from kvcalc.errors import PlanError
 
@@ -206,9 +205,12 @@ class Traffic:
     description: str = ""
 
     def __post_init__(self) -> None:
+        counts: dict[int, int] = {}
         for t in self.requests:
             if not isinstance(t, int) or t < 0:
                 raise PlanError(f"token counts must be non-negative integers, got {t!r}")
+            counts[t] = counts.get(t, 0) + 1
+        self.__dict__["lengths"] = tuple(counts.items())  # what ``lengths`` would compute
 
     @property
     def tokens(self) -> int:
@@ -236,8 +238,10 @@ class Measures:
 
 def measure_grouped(grouped: Iterable[tuple[CacheSpec, int]], lengths: tuple[tuple[int, int], ...]) -> Measures:
     """The measures of ``count`` layers of each spec for requests of the given lengths."""
-    eff = rounded = state = 0
-    live = sum(n for t, n in lengths if t)
+    eff = rounded = state = live = 0
+    for t, n in lengths:
+        if t:
+            live += n
     for spec, count in grouped:
         state += spec.state_bytes * live * count
         effective, block_rounded = spec.effective_bytes, spec.block_rounded_bytes
@@ -353,5 +357,5 @@ def footprint(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, traffi
         logical=logical,
         bytes_per_token=whole.bytes_per_token,
         state_bytes_per_request=whole.state_bytes_per_request,
-        allocated_tokens=sum(cdiv(t, bs) * bs * n for t, n in lengths),
+        allocated_tokens=sum([-(-t // bs) * bs * n for t, n in lengths]),
     )

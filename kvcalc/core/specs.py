@@ -103,7 +103,7 @@ class AttentionSpec:
     def decoder_bytes_per_token(self) -> int:
         return self.bytes_per_token
 
-    @property
+    @cached_property
     def real_page_size_bytes(self) -> int:
         return self.block_size * self.bytes_per_token
 
@@ -115,7 +115,7 @@ class AttentionSpec:
         return self.held_tokens(tokens) * self.bytes_per_token
 
     def block_rounded_bytes(self, tokens: int) -> int:
-        return self.held_blocks(tokens) * self.block_size * self.bytes_per_token
+        return self.held_blocks(tokens) * self.real_page_size_bytes
 
     def max_memory_usage_bytes(self, max_model_len: int, in_flight_tokens: int) -> int:
         return cdiv(max_model_len, self.block_size) * self.page_size_bytes
