@@ -1,49 +1,70 @@
-"""Time `kvcalc compare` over 4 models x 5 TP sizes x 2 KV dtypes (40 rows) rendered as one table.
+"""A 200-row `kvcalc compare` sweep with a pool against one `kvcalc size` call with a pool,
+side by side, each a fresh process (Python start-up and imports included).
 
-Goal (issue 5): well under a second. Run: python3 benchmarks/compare_sweep.py
-Prints the in-process time (resolve + 40 evaluations + one Rich table) and the wall time of
-the same command as a fresh `kvcalc` process (Python start-up and imports included).
+Goal (issue 12): the sweep takes at most 1.5x the wall time of the single call.
+Run: python3 benchmarks/compare_sweep.py [runs]
+
+Both commands are run interleaved (machine noise hits both alike), JSON output; the
+medians and their ratio are printed, with the row count of the sweep. The children may
+write bytecode (PYTHONDONTWRITEBYTECODE is dropped for them), as an installed kvcalc has:
+otherwise every run compiles every module it imports, and the sweep imports more.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import time
 
-MODELS = ["llama-3.1-70b", "qwen3-32b", "qwen3-8b", "llama-3.1-8b"]
-ARGS = [*MODELS, "--tp", "1,2,4,8,16", "--kv-dtype", "bfloat16,fp8", "--tokens", "32768", "--gpu", "H100-80GB"]
+GOAL = 1.5
+MODEL = "qwen3-8b"
+# 4 TP sizes x 2 KV dtypes x 5 lengths x 5 batch sizes = 200 rows
+SWEEP = ["--tp", "1,2,4,8", "--kv-dtype", "auto,fp8", "--tokens", "1024,4096,8192,16384,32768", "--batch", "1,2,4,8,16"]
+COMMON = ["--gpu", "H100-80GB", "--format", "json"]
 
 
-def in_process() -> tuple[float, int, int]:
-    from kvcalc.app.compare import ModelInput, compare, parse_list
-    from kvcalc.render import to_rich
-    from kvcalc.render.compare import compare_document, table_width
-    from kvcalc.app.service import Settings
-    from kvcalc.sources.resolve import resolve
-
+def timed(cmd: list[str]) -> tuple[float, float, str]:
+    """Wall time, CPU time of the child, and its stdout."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    inputs = [ModelInput(m, (r := resolve(m)).spec, r.checkpoint) for m in MODELS]
-    sweeps = {"tp": parse_list("1,2,4,8,16", "--tp"), "kv_dtype": parse_list("bfloat16,fp8", "--kv-dtype", str)}
-    result = compare(inputs, Settings(tokens=32768, gpu="H100-80GB"), sweeps)
-    doc = compare_document(result)
-    text = to_rich(doc, width=table_width(doc))
-    return time.perf_counter() - t0, len(result.rows), len(text.splitlines())
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    dt = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode:
+        sys.exit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+    return dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), proc.stdout
 
 
 def main() -> None:
-    best = None
-    for _ in range(3):
-        dt, n, lines = in_process()
-        best = dt if best is None else min(best, dt)
-    print(f"in-process: {n} rows, one table of {lines} lines, best of 3: {best * 1000:.0f} ms")
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "kvcalc", "compare", *ARGS], capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode:
-        print(proc.stderr, file=sys.stderr)
-        sys.exit(proc.returncode)
-    print(f"kvcalc compare {' '.join(ARGS)}: {wall * 1000:.0f} ms wall (fresh process)")
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 11
+    exe = shutil.which("kvcalc")
+    kvcalc = [exe] if exe else [sys.executable, "-m", "kvcalc"]
+    single = [*kvcalc, "size", MODEL, *COMMON]
+    sweep = [*kvcalc, "compare", MODEL, *SWEEP, *COMMON]
+    out = timed(sweep)[2]  # warm the file cache, and count the rows
+    data = json.loads(out)
+    rows = data["rows"] if isinstance(data, dict) and "rows" in data else data
+    timed(single)
+    a, b, ca, cb = [], [], [], []
+    for _ in range(runs):
+        wall, cpu, _ = timed(single)
+        a.append(wall)
+        ca.append(cpu)
+        wall, cpu, _ = timed(sweep)
+        b.append(wall)
+        cb.append(cpu)
+    ma, mb = statistics.median(a), statistics.median(b)
+    mca, mcb = statistics.median(ca), statistics.median(cb)
+    print(f"kvcalc size {MODEL} {' '.join(COMMON)}: median {ma * 1000:.0f} ms wall ({mca * 1000:.0f} ms CPU) over {runs} runs")
+    print(f"kvcalc compare {MODEL} {' '.join(SWEEP + COMMON)} ({len(rows)} rows): median {mb * 1000:.0f} ms wall "
+          f"({mcb * 1000:.0f} ms CPU)")
+    print(f"ratio: {mb / ma:.2f} wall, {mcb / mca:.2f} CPU (goal <= {GOAL})")
 
 
 if __name__ == "__main__":

@@ -11,12 +11,12 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvcalc.app.service import SizeResult, evaluate
 from kvcalc.app.settings import SWEEPS, Settings
 from kvcalc.core.model import ModelSpec
+from kvcalc.core.record import field, record, replace
 from kvcalc.errors import KvcalcError
 
 # settings that take a comma-separated list, in the order the product nests them
@@ -82,7 +82,7 @@ def parse_attention(text: str | None) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-@dataclass(frozen=True)
+@record
 class Variant:
     """An attention variant of one model: the same model with N_kv KV heads per layer."""
 
@@ -143,7 +143,7 @@ def with_kv_heads(model: ModelSpec, num_kv_heads: int) -> ModelSpec:
     return replace(model, layers=layers, num_kv_heads=num_kv_heads)
 
 
-@dataclass(frozen=True)
+@record
 class ModelInput:
     """A model as the user named it, resolved."""
 
@@ -152,7 +152,7 @@ class ModelInput:
     checkpoint: dict | None = None
 
 
-@dataclass
+@record(frozen=False)
 class Row:
     model: str  # the model's name
     given: str  # as typed on the command line
@@ -200,7 +200,7 @@ class Row:
         return getattr(r.pool, key, None)
 
 
-@dataclass
+@record(frozen=False)
 class Comparison:
     rows: list[Row]
     sweeps: dict[str, tuple[Any, ...]]  # every list flag given, with its values
@@ -291,7 +291,7 @@ def _payload_ratios(model: ModelSpec, rows: list[Row]) -> None:
         return
     cache = ok[0].result.footprint.cache
     mha = with_kv_heads(model, model.num_attention_heads)
-    mha_bpt = sum(layer_spec(x, 1, cache).bytes_per_token for x in mha.layers if x.kind != "cross")
+    mha_bpt = sum(layer_spec(x, 1, cache).decoder_bytes_per_token for x in mha.layers)
     g = 0
     for r in ok:
         g = math.gcd(g, r.result.footprint.bytes_per_token)

@@ -159,32 +159,82 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
         if not model.encoder_decoder:
             raise PlanError(f"{named('encoder_tokens')} applies to encoder-decoder models; {model.name} is decoder-only")
         model = with_encoder_tokens(model, _positive(s.encoder_tokens, named("encoder_tokens")))
-    version = check_version(s)
-    mml = max_model_len(model, s)
-    bs = default_block_size(model, s)
-    cache = cache_settings(model, s, block_size=bs)
-    p = plan(s)
+    setup = _setup(model, s)
+    version, mml, cache, p = setup.version, setup.max_model_len, setup.cache, setup.plan
     notes = list(model.notes)
-    if any(layer.kind == "mamba" for layer in model.layers):
-        from kvcalc.core.footprint import check_tp
-        from kvcalc.core.pool import engine_cache
-
-        check_tp(model, p.tp)
-        cache, _, cache_notes = engine_cache(model, p, cache)
-        notes.extend(cache_notes)
+    notes.extend(setup.notes)
     fp = footprint(model, p, cache, traffic(model, s))
     pool = None
     if s.has_pool:
         if not model.vllm_supported:
             notes.append(f"vLLM does not serve {model.model_type}: no pool figures")
         else:
-            from kvcalc.app.budget import budget_inputs
-            from kvcalc.core.pool import pool_report
+            # the pool does not depend on the traffic: computed once per setup and checkpoint
+            facts = (checkpoint.get("bytes"), checkpoint.get("source", _NO_SOURCE)) if checkpoint else None
+            pool = setup.pools.get(facts)
+            if pool is None:
+                from kvcalc.app.budget import budget_inputs
+                from kvcalc.core.pool import pool_report
 
-            inputs = budget_inputs(model, s, p, cache, mml, version, checkpoint)
-            pool = pool_report(model, p, cache, inputs)
+                inputs = budget_inputs(model, s, p, cache, mml, version, checkpoint)
+                pool = setup.pools[facts] = pool_report(model, p, cache, inputs)
             notes.extend(n for n in pool.notes if n not in notes)
     return SizeResult(model, s, fp, mml, version, pool, tuple(notes), checkpoint)
+
+
+_TRAFFIC = frozenset({"tokens", "requests", "batch", "prompt", "gen", "continuation"})
+_NO_SOURCE = object()  # a checkpoint without "source" (budget_inputs then says "safetensors")
+
+
+class _Setup:
+    """What ``evaluate`` derives from a model and every setting but the traffic, and the
+    pool for each checkpoint (budget_inputs reads its "bytes" and "source" only)."""
+
+    __slots__ = ("version", "max_model_len", "cache", "plan", "notes", "pools")
+
+    def __init__(self, version: str, mml: int, cache: CacheSettings, plan: ParallelPlan, notes: tuple[str, ...]) -> None:
+        self.version, self.max_model_len, self.cache, self.plan, self.notes = version, mml, cache, plan, notes
+        self.pools: dict[Any, Any] = {}
+
+
+_setups: dict[tuple, _Setup] = {}
+_knobs: list[Any] = []  # attrgetter of every setting but the traffic, made on first use
+
+
+def _setup(model: ModelSpec, s: Settings) -> _Setup:
+    """Cached: a sweep over the traffic derives the setup (and the pool) once; errors are
+    raised again on every call. The model's ``arch`` (outside its ==) counts by identity:
+    the key holds the model, so that id stays unique while the entry lives."""
+    if not _knobs:
+        from operator import attrgetter
+
+        _knobs.append(attrgetter(*(n for n in Settings.names() if n not in _TRAFFIC)))
+    key = (model, id(model.arch), _knobs[0](s))
+    try:
+        hit = _setups.get(key)
+    except TypeError:  # an unhashable setting (a list from a gate file): derive, and let it raise
+        return _derive(model, s)
+    if hit is None:
+        if len(_setups) >= 1024:
+            _setups.clear()
+        hit = _setups[key] = _derive(model, s)
+    return hit
+
+
+def _derive(model: ModelSpec, s: Settings) -> _Setup:
+    version = check_version(s)
+    mml = max_model_len(model, s)
+    bs = default_block_size(model, s)
+    cache = cache_settings(model, s, block_size=bs)
+    p = plan(s)
+    cache_notes: list[str] = []
+    if "mamba" in model.kinds:
+        from kvcalc.core.footprint import check_tp
+        from kvcalc.core.pool import engine_cache
+
+        check_tp(model, p.tp)
+        cache, _, cache_notes = engine_cache(model, p, cache)
+    return _Setup(version, mml, cache, p, tuple(cache_notes))
 
 
 def settings_from_mapping(data: dict, *, where: str = "") -> Settings:

@@ -1,1 +1,1 @@
-"""The pure core: frozen dataclasses and integer formulas. No I/O, no printing."""
+"""The pure core: frozen records (kvcalc.core.record) and integer formulas. No I/O, no printing."""

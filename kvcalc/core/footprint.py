@@ -6,10 +6,13 @@ Every number comes from the per-layer specs of ``kvcalc.core.specs``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import lru_cache
+
 from kvcalc.core.dtypes import KV_DTYPES, MODEL_DTYPES, KVDtype
 from kvcalc.core.model import LayerArch, ModelSpec
-from kvcalc.core.plan import ParallelPlan, kv_heads_per_rank, pp_ranges, rank_ids
-from kvcalc.core.record import record
+from kvcalc.core.plan import ParallelPlan, kv_heads_per_rank, pp_ranges
+from kvcalc.core.record import cached_property, record
 from kvcalc.core.specs import (
     AttentionSpec,
     CacheSpec,
@@ -19,7 +22,6 @@ from kvcalc.core.specs import (
     MLASpec,
     SlidingWindowSpec,
     StateTensor,
-    cdiv,
 )
 from kvcalc.errors import PlanError, named
 
@@ -43,8 +45,8 @@ def resolve_kv_dtype(name: str, model: ModelSpec, model_dtype: str | None = None
     """`auto` is the model dtype, as vLLM does; a named dtype is looked up."""
     key = name.strip().lower()
     if key == "auto":
-        dt = model_dtype or model.dtype
-        return KVDtype(dt, MODEL_DTYPES[dt], note="auto: the model dtype")
+        mdt = model_dtype or model.dtype
+        return KVDtype(mdt, MODEL_DTYPES[mdt], note="auto: the model dtype")
     if key not in KV_DTYPES:
         valid = ", ".join(("auto", *KV_DTYPES))
         raise PlanError(f"{named('kv_dtype')} {name!r} is not known; valid: {valid}")
@@ -129,25 +131,70 @@ class StageSpecs:
     kv_heads: int
     replicated: bool
 
-    @property
-    def bytes_per_token(self) -> int:
-        return sum(s.bytes_per_token for _, s in self.specs if s.kind != "cross")
+    @cached_property
+    def grouped(self) -> tuple[tuple[CacheSpec, int], ...]:
+        """Equal specs counted together, in layer order: (spec, layers holding it)."""
+        return group_specs(s for _, s in self.specs)
 
-    @property
+    @cached_property
+    def bytes_per_token(self) -> int:
+        return sum(s.decoder_bytes_per_token * n for s, n in self.grouped)
+
+    @cached_property
     def state_bytes_per_request(self) -> int:
-        return sum(s.state_bytes for _, s in self.specs)
+        return sum(s.state_bytes * n for s, n in self.grouped)
+
+
+def group_specs(specs: Iterable[CacheSpec]) -> tuple[tuple[CacheSpec, int], ...]:
+    counts: dict[CacheSpec, int] = {}
+    for spec in specs:
+        counts[spec] = counts.get(spec, 0) + 1
+    return tuple(counts.items())
+
+
+def _specs_of(layers: Iterable[LayerArch], tp: int, cache: CacheSettings) -> tuple[tuple[LayerArch, CacheSpec], ...]:
+    """(layer, spec) pairs; layers that differ only in their index share one spec object."""
+    shared: dict[tuple, CacheSpec] = {}
+    out = []
+    for layer in layers:
+        key = (layer.kind, layer.num_kv_heads, layer.head_size, layer.head_size_v, layer.window, layer.state)
+        spec = shared.get(key)
+        if spec is None:
+            spec = shared[key] = layer_spec(layer, tp, cache)
+        out.append((layer, spec))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1024)
+def _layout(
+    model: ModelSpec, tp: int, pp: int, pp_layers: tuple[int, ...] | None, cache: CacheSettings
+) -> tuple[tuple[StageSpecs, ...], StageSpecs, tuple[int, ...]]:
+    """Every PP stage's specs; the whole model at TP 1 (``logical_stage``); and which
+    measures repeat: for each stage then the whole model, the index of the first stage
+    holding the same specs (itself when none before; -1: the whole model is measured)."""
+    heads, replicated = check_tp(model, tp)
+    ranges = pp_ranges(model.num_layers, pp, pp_layers)
+    specs = _specs_of(model.layers, tp, cache)
+    stages = tuple(
+        StageSpecs(pp_rank, (start, end), tuple(x for x in specs if start <= x[0].layer < end), heads, replicated)
+        for pp_rank, (start, end) in enumerate(ranges)
+    )
+    whole = logical_stage(model, cache)
+    groupings = [st.grouped for st in stages]
+    same = [groupings.index(g) for g in groupings]
+    same.append(groupings.index(whole.grouped) if whole.grouped in groupings else -1)
+    return stages, whole, tuple(same)
 
 
 def stage_specs(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings) -> list[StageSpecs]:
-    heads, replicated = check_tp(model, plan.tp)
-    ranges = pp_ranges(model.num_layers, plan.pp, plan.pp_layers)
-    out = []
-    for pp_rank, (start, end) in enumerate(ranges):
-        specs = tuple(
-            (layer, layer_spec(layer, plan.tp, cache)) for layer in model.layers if start <= layer.layer < end
-        )
-        out.append(StageSpecs(pp_rank, (start, end), specs, heads, replicated))
-    return out
+    """Every PP stage's specs (built once per model, TP, PP split and cache settings)."""
+    return list(_layout(model, plan.tp, plan.pp, plan.pp_layers, cache)[0])
+
+
+@lru_cache(maxsize=256)
+def logical_stage(model: ModelSpec, cache: CacheSettings) -> StageSpecs:
+    """The whole model at TP 1: one replica, no replication (one copy of every KV head)."""
+    return StageSpecs(0, (0, model.num_layers), _specs_of(model.layers, 1, cache), model.num_kv_heads, False)
 
 
 @record
@@ -158,13 +205,25 @@ class Traffic:
     description: str = ""
 
     def __post_init__(self) -> None:
+        counts: dict[int, int] = {}
         for t in self.requests:
             if not isinstance(t, int) or t < 0:
                 raise PlanError(f"token counts must be non-negative integers, got {t!r}")
+            counts[t] = counts.get(t, 0) + 1
+        self.__dict__["lengths"] = tuple(counts.items())  # what ``lengths`` would compute
 
     @property
     def tokens(self) -> int:
         return sum(self.requests)
+
+    @cached_property
+    def lengths(self) -> tuple[tuple[int, int], ...]:
+        """(cached positions, requests of that length), first-seen order: a batch of
+        10**6 equal requests is one pair."""
+        counts: dict[int, int] = {}
+        for t in self.requests:
+            counts[t] = counts.get(t, 0) + 1
+        return tuple(counts.items())
 
 
 @record
@@ -177,26 +236,23 @@ class Measures:
     state_bytes: int  # per-request recurrent state included in both measures above
 
 
-def measure(specs: tuple[tuple[LayerArch, CacheSpec], ...], traffic: Traffic) -> Measures:
-    eff = rounded = state = 0
-    # equal lengths measured once: a batch of 10**6 equal requests is one length
-    lengths: dict[int, int] = {}
-    for t in traffic.requests:
-        lengths[t] = lengths.get(t, 0) + 1
-    live = sum(n for t, n in lengths.items() if t)
-    for _, spec in specs:
-        if spec.kind == "mamba":
-            per = spec.state_bytes
-            state += per * live
-            eff += per * live
-            rounded += per * live
-            continue
-        bpt = spec.bytes_per_token
-        bs = spec.block_size
-        for t, n in lengths.items():
-            eff += spec.held_tokens(t) * bpt * n
-            rounded += spec.held_blocks(t) * bs * bpt * n
+def measure_grouped(grouped: Iterable[tuple[CacheSpec, int]], lengths: tuple[tuple[int, int], ...]) -> Measures:
+    """The measures of ``count`` layers of each spec for requests of the given lengths."""
+    eff = rounded = state = live = 0
+    for t, n in lengths:
+        if t:
+            live += n
+    for spec, count in grouped:
+        state += spec.state_bytes * live * count
+        effective, block_rounded = spec.effective_bytes, spec.block_rounded_bytes
+        for t, n in lengths:
+            eff += effective(t) * n * count
+            rounded += block_rounded(t) * n * count
     return Measures(eff, rounded, rounded - eff, state)
+
+
+def measure(specs: tuple[tuple[LayerArch, CacheSpec], ...], traffic: Traffic) -> Measures:
+    return measure_grouped(group_specs(s for _, s in specs), traffic.lengths)
 
 
 @record
@@ -225,30 +281,57 @@ class Footprint:
     cache: CacheSettings
     traffic: Traffic
     stages: tuple[StageSpecs, ...]
+    stage_measures: tuple[Measures, ...]  # per PP stage: what each of its ranks holds
     logical: Measures  # one replica, no TP replication (one copy of every KV head)
     bytes_per_token: int  # one replica, no replication, every attention layer
     state_bytes_per_request: int
-    ranks: tuple[RankFootprint, ...]
     allocated_tokens: int  # sum over requests of ceil(t / block) * block
 
     @property
     def tokens(self) -> int:
         return self.traffic.tokens
 
-    def _largest(self, attr: str) -> int:
-        return max((getattr(r, attr) for r in self.ranks), default=0)
+    @cached_property
+    def ranks(self) -> tuple[RankFootprint, ...]:
+        """Every rank of the deployment (built when first asked for), in ``rank_ids`` order:
+        global rank = (dp * pp + pp_rank) * tp + tp_rank."""
+        p = self.plan
+        out = []
+        for dp_rank in range(p.dp):
+            for pp_rank in range(p.pp):
+                st, m = self.stages[pp_rank], self.stage_measures[pp_rank]
+                for tp_rank in range(p.tp):
+                    g = (dp_rank * p.pp + pp_rank) * p.tp + tp_rank
+                    out.append(
+                        RankFootprint(
+                            global_rank=g,
+                            local_rank=g % p.gpus_per_node,
+                            node=g // p.gpus_per_node,
+                            dp_rank=dp_rank,
+                            pp_rank=pp_rank,
+                            tp_rank=tp_rank,
+                            layers=st.layers,
+                            kv_heads=st.kv_heads,
+                            replicated=st.replicated,
+                            bytes_per_token=st.bytes_per_token,
+                            state_bytes_per_request=st.state_bytes_per_request,
+                            effective_bytes=m.effective_bytes,
+                            block_rounded_bytes=m.block_rounded_bytes,
+                        )
+                    )
+        return tuple(out)
 
     @property
     def bytes_per_token_per_rank(self) -> int:
-        return self._largest("bytes_per_token")
+        return max((st.bytes_per_token for st in self.stages), default=0)
 
     @property
     def effective_bytes_per_rank(self) -> int:
-        return self._largest("effective_bytes")
+        return max((m.effective_bytes for m in self.stage_measures), default=0)
 
     @property
     def block_rounded_bytes_per_rank(self) -> int:
-        return self._largest("block_rounded_bytes")
+        return max((m.block_rounded_bytes for m in self.stage_measures), default=0)
 
     def replica_total(self, attr: str) -> int:
         """Sum over the ranks of one DP replica, TP replicas included."""
@@ -259,41 +342,24 @@ class Footprint:
 
 
 def footprint(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, traffic: Traffic) -> Footprint:
-    stages = stage_specs(model, plan, cache)
-    logical_specs = tuple((layer, layer_spec(layer, 1, cache)) for layer in model.layers)
-    logical = measure(logical_specs, traffic)
-    stage_measures = [measure(st.specs, traffic) for st in stages]
-    ranks = []
-    for rid in rank_ids(plan):
-        st = stages[rid.pp_rank]
-        m = stage_measures[rid.pp_rank]
-        ranks.append(
-            RankFootprint(
-                global_rank=rid.global_rank,
-                local_rank=rid.local_rank,
-                node=rid.node,
-                dp_rank=rid.dp_rank,
-                pp_rank=rid.pp_rank,
-                tp_rank=rid.tp_rank,
-                layers=st.layers,
-                kv_heads=st.kv_heads,
-                replicated=st.replicated,
-                bytes_per_token=st.bytes_per_token,
-                state_bytes_per_request=st.state_bytes_per_request,
-                effective_bytes=m.effective_bytes,
-                block_rounded_bytes=m.block_rounded_bytes,
-            )
-        )
+    stages, whole, same = _layout(model, plan.tp, plan.pp, plan.pp_layers, cache)
+    lengths = traffic.lengths
+    stage_measures: list[Measures] = []  # stages holding equal specs (PP halves) measured once
+    for i, st in enumerate(stages):
+        j = same[i]
+        stage_measures.append(stage_measures[j] if j < i else measure_grouped(st.grouped, lengths))
+    j = same[-1]
+    logical = stage_measures[j] if j >= 0 else measure_grouped(whole.grouped, lengths)
     bs = cache.block_size
     return Footprint(
         model=model,
         plan=plan,
         cache=cache,
         traffic=traffic,
-        stages=tuple(stages),
+        stages=stages,
+        stage_measures=tuple(stage_measures),
         logical=logical,
-        bytes_per_token=sum(s.bytes_per_token for _, s in logical_specs if s.kind != "cross"),
-        state_bytes_per_request=sum(s.state_bytes for _, s in logical_specs),
-        ranks=tuple(ranks),
-        allocated_tokens=sum(cdiv(t, bs) * bs for t in traffic.requests),
+        bytes_per_token=whole.bytes_per_token,
+        state_bytes_per_request=whole.state_bytes_per_request,
+        allocated_tokens=sum([-(-t // bs) * bs * n for t, n in lengths]),
     )

@@ -7,8 +7,7 @@ with the exact figure from ``nvidia-smi`` or vLLM's log when it matters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvcalc.core.record import record
 from kvcalc.errors import PlanError, named
 
 MIB = 1 << 20
@@ -17,7 +16,7 @@ _MODAL = "nvidia-smi total, listed in modal-labs/modal-client PR #2797"
 _COMMON = "nvidia-smi total as commonly reported (not verified by kvcalc; pass --gpu-memory for yours)"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Gpu:
     name: str
     memory_bytes: int
@@ -47,9 +46,18 @@ def _norm(name: str) -> str:
     return name.strip().upper().replace("_", "-").replace(" ", "-")
 
 
+_BY_NAME: dict[str, Gpu] = {}
+
+
 def find_gpu(name: str) -> Gpu:
-    key = _norm(name)
-    for gpu in CATALOG:
-        if key == _norm(gpu.name) or key in (_norm(a) for a in gpu.aliases):
-            return gpu
-    raise PlanError(f"{named('gpu')} {name!r} is not in the catalog; known: {', '.join(g.name for g in CATALOG)} (or give {named('gpu_memory')})")
+    if not _BY_NAME:
+        for gpu in reversed(CATALOG):  # the first entry wins when names collide
+            _BY_NAME.update({_norm(a): gpu for a in gpu.aliases})
+            _BY_NAME[_norm(gpu.name)] = gpu
+    found = _BY_NAME.get(_norm(name))
+    if found is not None:
+        return found
+    raise PlanError(
+        f"{named('gpu')} {name!r} is not in the catalog; known: {', '.join(g.name for g in CATALOG)} "
+        f"(or give {named('gpu_memory')})"
+    )

@@ -19,10 +19,10 @@ group holds 6 + 4 x 2 = 14 blocks instead of 4 x 8 = 32.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 
 from kvcalc.core.footprint import StageSpecs
-from kvcalc.core.specs import CacheSpec, cdiv
+from kvcalc.core.record import record, replace
+from kvcalc.core.specs import CacheSpec, MambaSpec, cdiv
 from kvcalc.errors import PlanError
 
 # kinds whose blocks are indexed by position (block i holds positions i*bs .. i*bs+bs-1),
@@ -36,10 +36,7 @@ HOST_PAGE_BYTES = 4096
 
 def _groups(stage: StageSpecs) -> list[tuple[CacheSpec, int]]:
     """Identical specs of one stage counted together, in layer order: (spec, layers)."""
-    counts: dict[CacheSpec, int] = {}
-    for _, spec in stage.specs:
-        counts[spec] = counts.get(spec, 0) + 1
-    return list(counts.items())
+    return list(stage.grouped)
 
 
 def _check_count(value: int, flag: str, minimum: int = 0) -> int:
@@ -51,7 +48,7 @@ def _check_count(value: int, flag: str, minimum: int = 0) -> int:
 # --------------------------------------------------------------------------- shared prefix
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Sharer:
     """One request or beam: its cached positions and the common prefix it shares."""
 
@@ -63,7 +60,7 @@ class Sharer:
         _check_count(self.shared_tokens, "shared tokens")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SharedGroup:
     """Blocks of one group of identical layers on one rank (counts are per layer)."""
 
@@ -127,7 +124,7 @@ def share_stage(stage: StageSpecs, sharers: Sequence[Sharer]) -> tuple[SharedGro
     return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SharingReport:
     """A group of sharers on every stage; ``copies`` independent groups (e.g. --batch)."""
 
@@ -215,7 +212,7 @@ def prefix_cache(
 # --------------------------------------------------------------------- speculative tokens
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SpecGroup:
     kind: str
     layers: int
@@ -245,7 +242,7 @@ class SpecGroup:
         return self.layers * self.page_bytes * self.verify_blocks
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SpecReport:
     stages: tuple[tuple[SpecGroup, ...], ...]
     tp: int
@@ -292,7 +289,7 @@ def speculative(
     for st in stages:
         groups = []
         for spec, n in _groups(st):
-            if spec.kind == "mamba":
+            if isinstance(spec, MambaSpec):
                 with_spec = replace(spec, num_speculative_blocks=spec.num_speculative_blocks + spec_tokens)
                 base = sum(spec.held_blocks(t + 1) for t in requests)
                 ver = sum(with_spec.held_blocks(t + 1) for t in requests)
@@ -312,7 +309,7 @@ def speculative(
 # ----------------------------------------------------------------------------- CPU offload
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class OffloadReport:
     cpu_bytes: int  # the tier for one replica (vLLM: summed over its ranks)
     ranks: int  # ranks of one replica sharing it

@@ -6,7 +6,7 @@ only this.
 
 from __future__ import annotations
 
-from kvcalc.core.record import field, record
+from kvcalc.core.record import cached_property, field, record
 
 
 @record
@@ -70,7 +70,7 @@ class ModelSpec:
         extra = [k for k in self.kinds if k not in ("full", "mla")]
         return base if not extra else f"{base} + {' + '.join(extra)}"
 
-    @property
+    @cached_property
     def kinds(self) -> tuple[str, ...]:
         seen: list[str] = []
         for layer in self.layers:

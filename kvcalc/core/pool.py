@@ -8,23 +8,18 @@ differences where they change a number. Pure: no I/O.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
-from kvcalc.core.footprint import CacheSettings, StageSpecs, stage_specs
+from kvcalc.core.footprint import CacheSettings, stage_specs
+from kvcalc.core.grouping import Group, _promote_local, _unify_page_size, group_layers
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
-from kvcalc.core.specs import (
-    AttentionSpec,
-    CacheSpec,
-    ChunkedLocalSpec,
-    MambaSpec,
-    MLASpec,
-    SlidingWindowSpec,
-    cdiv,
-)
-from kvcalc.errors import PlanError, named
+from kvcalc.core.record import field, record, replace
+from kvcalc.core.specs import CacheSpec, MambaSpec, cdiv
+from kvcalc.errors import PlanError
+
+__all__ = ["Group", "_promote_local", "_unify_page_size", "group_layers"]  # grouping: kvcalc.core.grouping
 
 GIB = 1 << 30
 DOCS = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
@@ -61,132 +56,17 @@ def hybrid_block_size(model: ModelSpec, tp: int, cache: CacheSettings) -> tuple[
     return bs, (padded if padded != mamba_page else 0)
 
 
-# ---------------------------------------------------------------- grouping
-
-
-@dataclass(frozen=True)
-class Group:
-    """One KV cache group: layers sharing a block table (vLLM ``KVCacheGroupSpec``)."""
-
-    kind: str
-    layers: tuple[int, ...]  # indices into the model's cache-layer list
-    specs: tuple[CacheSpec, ...]  # the spec of each layer (UniformType: they differ in page)
-    uniform_type: bool = False
-
-    @property
-    def spec(self) -> CacheSpec:
-        return self.specs[0]
-
-    @property
-    def block_size(self) -> int:
-        return self.specs[0].block_size
-
-    def blocks_per_request(self, max_model_len: int, in_flight: int) -> int:
-        """cdiv(max_memory_usage_bytes, page): blocks one request of max_model_len takes."""
-        if self.uniform_type:
-            return max(cdiv(s.max_memory_usage_bytes(max_model_len, in_flight), s.page_size_bytes) for s in self.specs)
-        s = self.specs[0]
-        return cdiv(s.max_memory_usage_bytes(max_model_len, in_flight), s.page_size_bytes)
-
-
-def _promote_local(specs: list[CacheSpec]) -> list[CacheSpec]:
-    """--disable-hybrid-kv-cache-manager: sliding/chunked layers are allocated as full."""
-    kinds = {s.kind for s in specs}
-    if len(kinds) == 1:
-        return specs
-    if "mamba" in kinds:
-        raise PlanError(
-            f"{named('disable_hybrid_kv_cache_manager')} cannot unify mamba and attention layers (vLLM raises); drop the flag"
-        )
-    if "full" not in kinds:
-        raise PlanError(f"{named('disable_hybrid_kv_cache_manager')} needs full-attention layers to unify with; drop the flag")
-    out: list[CacheSpec] = []
-    for s in specs:
-        if isinstance(s, (SlidingWindowSpec, ChunkedLocalSpec)):
-            out.append(
-                AttentionSpec(
-                    block_size=s.block_size,
-                    num_kv_heads=s.num_kv_heads,
-                    head_size=s.head_size,
-                    head_size_v=s.head_size_v,
-                    dtype_bytes=s.dtype_bytes,
-                    scale_bytes_per_head=s.scale_bytes_per_head,
-                    token_bytes_override=s.token_bytes_override,
-                )
-            )
-        else:
-            out.append(s)
-    return out
-
-
-def _unify_page_size(specs: list[CacheSpec]) -> list[CacheSpec]:
-    """vLLM ``unify_kv_cache_spec_page_size``: smaller attention pages get a larger block
-    size when the ratio is whole, else padding (not MLA); mamba pages are padded."""
-    pages = {s.page_size_bytes for s in specs}
-    if len(pages) <= 1:
-        return specs
-    top = max(pages)
-    out: list[CacheSpec] = []
-    for s in specs:
-        if s.page_size_bytes == top:
-            out.append(s)
-        elif isinstance(s, MambaSpec):
-            out.append(s.with_padding(top))
-        elif top % s.page_size_bytes == 0:
-            out.append(s.with_block_size(s.block_size * (top // s.page_size_bytes)))
-        elif not isinstance(s, MLASpec):
-            out.append(s.with_padding(top))
-        else:
-            raise PlanError("vLLM cannot unify this model's page sizes (an MLA page does not divide the largest page)")
-    return out
-
-
-def group_layers(specs: list[CacheSpec], *, disable_hybrid: bool = False) -> tuple[list[Group], list[CacheSpec], str]:
-    """vLLM ``get_kv_cache_groups`` on the whole model's layers (all PP stages merged).
-
-    Returns the groups, the (possibly unified) per-layer specs, and the rule that applied.
-    """
-    if disable_hybrid:
-        specs = _promote_local(specs)
-    if not specs:
-        return [], specs, "attention-free"
-    if all(s == specs[0] for s in specs):
-        return [Group(specs[0].kind, tuple(range(len(specs))), tuple(specs))], specs, "uniform"
-    keys = {s.type_key for s in specs}
-    if len(keys) == 1 and not isinstance(specs[0], MambaSpec):
-        return (
-            [Group(specs[0].kind, tuple(range(len(specs))), tuple(specs), uniform_type=True)],
-            specs,
-            "uniform type (one group, layers differ in page size)",
-        )
-    specs = _unify_page_size(specs)
-    buckets: dict[CacheSpec, list[int]] = defaultdict(list)
-    for i, s in enumerate(specs):
-        buckets[s].append(i)
-    sizes = [len(v) for v in buckets.values()]
-    group_size = min(sizes)
-    if max(sizes) < group_size * 1.5:
-        group_size = max(sizes)
-    groups: list[Group] = []
-    for spec, layers in buckets.items():
-        n = cdiv(len(layers), group_size)
-        for i in range(n):
-            members = tuple(layers[i::n])
-            groups.append(Group(spec.kind, members, tuple(specs[j] for j in members)))
-    return groups, specs, f"hybrid: groups of {group_size} layers sharing one page size"
-
-
 # ---------------------------------------------------------------- inputs and report
 
 
-@dataclass(frozen=True)
+@record
 class BudgetTerm:
     name: str
     bytes: int
     source: str  # "flag --x", "catalog", "checkpoint metadata", "estimate: ...", "derived"
 
 
-@dataclass(frozen=True)
+@record
 class PoolInputs:
     """Everything the pool needs besides the model and the plan; each term with its source."""
 
@@ -216,7 +96,7 @@ class PoolInputs:
         return self.max_concurrent_batches * self.max_num_batched_tokens
 
 
-@dataclass(frozen=True)
+@record
 class WorkerPlan:
     pp_rank: int
     available_bytes: int
@@ -226,7 +106,7 @@ class WorkerPlan:
     needed_bytes: int
 
 
-@dataclass(frozen=True)
+@record
 class PoolReport:
     model: ModelSpec
     plan: ParallelPlan
@@ -306,17 +186,23 @@ def fit_error(version: str, check: int, needed: int, L: int, estimate: int) -> s
 
 def engine_cache(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings) -> tuple[CacheSettings, int, list[str]]:
     """The cache settings vLLM ends up with (hybrid block alignment), and notes."""
-    notes: list[str] = []
-    bs, mamba_pad = hybrid_block_size(model, plan.tp, cache)
-    if bs != cache.block_size:
-        notes.append(
-            f"attention block size raised from {cache.block_size} to {bs} tokens so one attention page holds a "
-            "mamba state page (vLLM _align_hybrid_block_size)"
-        )
-    return replace(cache, block_size=bs), mamba_pad, notes
+    cache, mamba_pad, notes = _engine_cache(model, plan.tp, cache)
+    return cache, mamba_pad, list(notes)
 
 
-@dataclass(frozen=True)
+@lru_cache(maxsize=256)
+def _engine_cache(model: ModelSpec, tp: int, cache: CacheSettings) -> tuple[CacheSettings, int, tuple[str, ...]]:
+    bs, mamba_pad = hybrid_block_size(model, tp, cache)
+    if bs == cache.block_size:
+        return cache, mamba_pad, ()
+    note = (
+        f"attention block size raised from {cache.block_size} to {bs} tokens so one attention page holds a "
+        "mamba state page (vLLM _align_hybrid_block_size)"
+    )
+    return replace(cache, block_size=bs), mamba_pad, (note,)
+
+
+@record
 class PoolPlan:
     """vLLM's result for one DP engine: groups, per-worker blocks, the fit check."""
 
@@ -356,20 +242,12 @@ def estimate_max_model_len_layers(specs: list[CacheSpec], memory: int, max_model
     return best
 
 
-def plan_pool(
-    worker_specs: list[dict[Any, CacheSpec]],
-    available: list[int],
-    *,
-    max_model_len: int,
-    in_flight: int,
-    version: str = "0.33",
-    num_gpu_blocks_override: int | None = None,
-    disable_hybrid: bool = False,
-    search_limit: int | None = None,
-) -> PoolPlan:
-    """vLLM get_global_kv_cache_groups + get_kv_cache_configs + the capacity log, for the
-    workers of one DP engine. ``worker_specs`` maps each worker's layer names to specs:
-    TP ranks of a stage share names, PP stages hold different ones (vLLM merges by name)."""
+def pool_layout(
+    worker_specs: list[dict[Any, CacheSpec]], *, disable_hybrid: bool = False
+) -> tuple[list[Group], list[CacheSpec], str, list[int]]:
+    """vLLM get_global_kv_cache_groups: the groups, the (unified) specs, the rule, and the
+    bytes per block of each worker. ``worker_specs`` maps each worker's layer names to
+    specs: TP ranks of a stage share names, PP stages hold different ones (vLLM merges by name)."""
     index: dict[Any, int] = {}
     specs: list[CacheSpec] = []
     on_worker: list[set[int]] = []
@@ -382,15 +260,47 @@ def plan_pool(
             mine.add(index[name])
         on_worker.append(mine)
     groups, specs, rule = group_layers(specs, disable_hybrid=disable_hybrid)
-    L, f, override = max_model_len, in_flight, num_gpu_blocks_override
+    return groups, specs, rule, [_bytes_per_block(groups, specs, mine) for mine in on_worker]
+
+
+def plan_pool(
+    worker_specs: list[dict[Any, CacheSpec]],
+    available: list[int],
+    *,
+    max_model_len: int,
+    in_flight: int,
+    version: str = "0.33",
+    num_gpu_blocks_override: int | None = None,
+    disable_hybrid: bool = False,
+    search_limit: int | None = None,
+) -> PoolPlan:
+    """vLLM get_global_kv_cache_groups + get_kv_cache_configs + the capacity log, for the
+    workers of one DP engine (``worker_specs``: see ``pool_layout``)."""
+    layout = pool_layout(worker_specs, disable_hybrid=disable_hybrid)
+    return _plan_workers(*layout, available, max_model_len, in_flight, version, num_gpu_blocks_override, search_limit)
+
+
+def _plan_workers(
+    groups: list[Group],
+    specs: list[CacheSpec],
+    rule: str,
+    bytes_per_block: list[int],
+    available: list[int],
+    L: int,
+    f: int,
+    version: str,
+    override: int | None,
+    search_limit: int | None,
+) -> PoolPlan:
+    """get_kv_cache_configs + the capacity log, from the layout: blocks per worker, the fit
+    check with the null block, max concurrency and the estimated max length."""
     workers: list[WorkerPlan] = []
     error: str | None = None
     estimate: int | None = None
-    for rank, (avail, mine) in enumerate(zip(available, on_worker)):
+    for rank, (avail, bpb) in enumerate(zip(available, bytes_per_block)):
         if not groups:
             workers.append(WorkerPlan(rank, avail, 0, 1, avail, 0))
             continue
-        bpb = _bytes_per_block(groups, specs, mine)
         if override is not None:
             avail = override * bpb
         check = avail - bpb if version == "0.33" else avail
@@ -414,27 +324,41 @@ def plan_pool(
     )
 
 
-def pool_report(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, inputs: PoolInputs) -> PoolReport:
-    cache, mamba_pad, notes = engine_cache(model, plan, cache)
-    stages: list[StageSpecs] = stage_specs(model, plan, cache)
+@lru_cache(maxsize=512)
+def _layout_of(
+    model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, mamba_pad: int, disable_hybrid: bool
+) -> tuple[list[Group], list[CacheSpec], str, list[int]]:
+    """The pool layout of a model on a plan (computed once; callers do not modify it)."""
     worker_specs = [
         {
             (layer.layer, layer.kind): (s.with_padding(mamba_pad) if mamba_pad and isinstance(s, MambaSpec) else s)
             for layer, s in st.specs
         }
-        for st in stages
+        for st in stage_specs(model, plan, cache)
     ]
-    if len(inputs.available_per_stage) != len(stages):
+    return pool_layout(worker_specs, disable_hybrid=disable_hybrid)
+
+
+def pool_report(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, inputs: PoolInputs) -> PoolReport:
+    """vLLM's pool for one DP engine. The same arguments give the same (cached) report."""
+    return _pool_report(model, plan, cache, inputs)
+
+
+@lru_cache(maxsize=1024)
+def _pool_report(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, inputs: PoolInputs) -> PoolReport:
+    cache, mamba_pad, notes = _engine_cache(model, plan.tp, cache)
+    layout_plan = ParallelPlan(tp=plan.tp, pp=plan.pp, pp_layers=plan.pp_layers)  # dp and nodes do not matter
+    layout = _layout_of(model, layout_plan, cache, mamba_pad, inputs.disable_hybrid)
+    if len(inputs.available_per_stage) != len(layout[3]):
         raise PlanError("internal: one available-memory figure per PP stage is needed")  # pragma: no cover
-    pp = plan_pool(
-        worker_specs,
+    pp = _plan_workers(
+        *layout,
         list(inputs.available_per_stage),
-        max_model_len=inputs.max_model_len,
-        in_flight=inputs.in_flight_tokens,
-        version=inputs.vllm_version,
-        num_gpu_blocks_override=inputs.num_gpu_blocks_override,
-        disable_hybrid=inputs.disable_hybrid,
-        search_limit=model.max_model_len,
+        inputs.max_model_len,
+        inputs.in_flight_tokens,
+        inputs.vllm_version,
+        inputs.num_gpu_blocks_override,
+        model.max_model_len,
     )
     block_size = cache.block_size
     full = [g for g in pp.groups if g.kind in ("full", "mla")]
@@ -458,5 +382,5 @@ def pool_report(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, inpu
         fits=pp.error is None,
         estimated_max_model_len=pp.estimated_max_model_len,
         error=pp.error,
-        notes=tuple(notes) + inputs.notes,
+        notes=notes + inputs.notes,
     )

@@ -19,8 +19,7 @@ y_G is never fed back (its output would be an unwanted y_{G+1}).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvcalc.core.record import record
 from kvcalc.errors import KvcalcError, named
 
 
@@ -29,7 +28,7 @@ def _sum_squares(n: int) -> int:
     return n * (n + 1) * (2 * n + 1) // 6 if n > 0 else 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RecomputeCounts:
     prompt: int  # P
     gen: int  # G

@@ -1,6 +1,6 @@
 """Per-layer KV cache specs, the way vLLM's ``vllm/v1/kv_cache_interface.py`` models them.
 
-Every spec is a frozen dataclass describing what ONE layer on ONE rank stores, and it
+Every spec is a frozen record describing what ONE layer on ONE rank stores, and it
 answers the same questions, so no capacity code special-cases a layer kind:
 
 - ``bytes_per_token``: bytes one more cached token costs in this layer (0 for state layers)
@@ -9,13 +9,62 @@ answers the same questions, so no capacity code special-cases a layer kind:
   ``max_model_len`` tokens may hold in this layer (vLLM's rule for the spec kind)
 - ``held_tokens(t)`` / ``held_blocks(t)``: what a request with ``t`` cached positions
   holds at that moment (effective measure and block-rounded measure)
+- ``effective_bytes(t)`` / ``block_rounded_bytes(t)``: the same in bytes, state included
+- ``decoder_bytes_per_token``: ``bytes_per_token`` of the decoder's own cache (0 for
+  cross-attention, whose positions are the encoder's): "bytes per token" of a model
+- ``state_bytes``: bytes held per request whatever its length (mamba state)
 
-Integers in bytes everywhere. No I/O.
+``CacheSpec`` is that set of answers as a ``typing.Protocol``. Integers in bytes
+everywhere. No I/O.
 """
 
 from __future__ import annotations
 
-from kvcalc.core.record import record, replace
+from typing import Protocol
+
+from kvcalc.core.record import cached_property, record, replace
+
+
+class CacheSpec(Protocol):
+    """What every per-layer cache spec answers (see the module docstring)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def block_size(self) -> int: ...
+
+    @property
+    def bytes_per_token(self) -> int: ...
+
+    @property
+    def decoder_bytes_per_token(self) -> int: ...
+
+    @property
+    def page_size_bytes(self) -> int: ...
+
+    @property
+    def real_page_size_bytes(self) -> int: ...
+
+    @property
+    def state_bytes(self) -> int: ...
+
+    @property
+    def type_key(self) -> tuple: ...
+
+    def max_memory_usage_bytes(self, max_model_len: int, in_flight_tokens: int) -> int: ...
+
+    def held_tokens(self, tokens: int) -> int: ...
+
+    def held_blocks(self, tokens: int) -> int: ...
+
+    def effective_bytes(self, tokens: int) -> int: ...
+
+    def block_rounded_bytes(self, tokens: int) -> int: ...
+
+    def with_block_size(self, block_size: int) -> CacheSpec: ...
+
+    def with_padding(self, page_size_padded: int) -> CacheSpec: ...
 
 
 def cdiv(a: int, b: int) -> int:
@@ -41,8 +90,9 @@ class AttentionSpec:
     page_size_padded: int = 0
 
     kind = "full"
+    state_bytes = 0  # bytes held per request regardless of its length: none for attention
 
-    @property
+    @cached_property
     def bytes_per_token(self) -> int:
         if self.token_bytes_override:
             return self.token_bytes_override
@@ -50,17 +100,22 @@ class AttentionSpec:
         return self.num_kv_heads * per_head
 
     @property
+    def decoder_bytes_per_token(self) -> int:
+        return self.bytes_per_token
+
+    @cached_property
     def real_page_size_bytes(self) -> int:
         return self.block_size * self.bytes_per_token
 
-    @property
+    @cached_property
     def page_size_bytes(self) -> int:
         return self.page_size_padded or self.real_page_size_bytes
 
-    @property
-    def state_bytes(self) -> int:
-        """Bytes held per request regardless of its length (0 for attention)."""
-        return 0
+    def effective_bytes(self, tokens: int) -> int:
+        return self.held_tokens(tokens) * self.bytes_per_token
+
+    def block_rounded_bytes(self, tokens: int) -> int:
+        return self.held_blocks(tokens) * self.real_page_size_bytes
 
     def max_memory_usage_bytes(self, max_model_len: int, in_flight_tokens: int) -> int:
         return cdiv(max_model_len, self.block_size) * self.page_size_bytes
@@ -161,6 +216,10 @@ class CrossAttentionSpec(AttentionSpec):
 
     kind = "cross"
 
+    @property
+    def decoder_bytes_per_token(self) -> int:
+        return 0  # the encoder's positions, not the decoder's tokens
+
     def max_memory_usage_bytes(self, max_model_len: int, in_flight_tokens: int) -> int:
         return cdiv(self.encoder_tokens, self.block_size) * self.page_size_bytes
 
@@ -203,18 +262,25 @@ class MambaSpec:
 
     kind = "mamba"
     bytes_per_token = 0
+    decoder_bytes_per_token = 0
 
-    @property
+    @cached_property
     def real_page_size_bytes(self) -> int:
         return sum(t.nbytes for t in self.tensors)
 
-    @property
+    @cached_property
     def page_size_bytes(self) -> int:
         return self.page_size_padded or self.real_page_size_bytes
 
-    @property
+    @cached_property
     def state_bytes(self) -> int:
         return self.real_page_size_bytes * (1 + self.num_speculative_blocks)
+
+    def effective_bytes(self, tokens: int) -> int:
+        return self.state_bytes if tokens else 0
+
+    def block_rounded_bytes(self, tokens: int) -> int:
+        return self.state_bytes if tokens else 0
 
     def max_memory_usage_bytes(self, max_model_len: int, in_flight_tokens: int) -> int:
         return self.page_size_bytes * (1 + self.num_speculative_blocks)
@@ -235,5 +301,3 @@ class MambaSpec:
     def type_key(self) -> tuple:
         return (self.kind, self.num_speculative_blocks)
 
-
-CacheSpec = AttentionSpec | MambaSpec

@@ -11,17 +11,18 @@ Quantized checkpoints: fp8 linear layers 1 B/param; mxfp4 experts 4.25 bits/para
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from functools import lru_cache
 
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
+from kvcalc.core.record import record
 from kvcalc.errors import ConfigError, named
 
 MAX_ARCH_NUMBER = 1 << 40  # no real architecture number is larger (as kvcalc.sources.config)
 
 
-@dataclass(frozen=True)
+@record
 class WeightEstimate:
     parameters: int  # whole model
     bytes_per_stage: tuple[int, ...]  # per GPU of each PP stage
@@ -100,6 +101,15 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
 
 
 def estimate_weights(model: ModelSpec, plan: ParallelPlan) -> WeightEstimate:
+    """Parameters of the whole model and bytes per GPU of each PP stage (computed once per
+    model, TP size and PP split)."""
+    # ``arch`` is left out of a model's ==/hash: its identity is part of the key (the
+    # cached model keeps it alive, so the id cannot be reused while the entry exists)
+    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers)
+
+
+@lru_cache(maxsize=512)
+def _estimate(model: ModelSpec, _arch_id: int, tp: int, pp: int, pp_layers: tuple[int, ...] | None) -> WeightEstimate:
     a = model.arch
     h = _get(a, "hidden_size", "d_model", "n_embd")
     vocab = _get(a, "vocab_size")
@@ -109,9 +119,8 @@ def estimate_weights(model: ModelSpec, plan: ParallelPlan) -> WeightEstimate:
     linear_b = 1.0 if method in ("fp8", "compressed-tensors", "fbgemm_fp8") else float(dt)
     expert_b = 4.25 / 8 if method == "mxfp4" else linear_b
     tied = bool(a.get("tie_word_embeddings", False))
-    tp = plan.tp
     kv_replicated = (not model.mla) and model.num_kv_heads and tp > model.num_kv_heads
-    kinds = {}
+    kinds: dict[int, str] = {}
     for layer in model.layers:
         kinds.setdefault(layer.layer, "mamba" if layer.kind == "mamba" else layer.kind)
     total = 0.0
@@ -129,7 +138,7 @@ def estimate_weights(model: ModelSpec, plan: ParallelPlan) -> WeightEstimate:
     if model.encoder_decoder:
         total *= 2  # the encoder: about as large as the decoder (estimate)
         per_layer_bytes = [2 * b for b in per_layer_bytes]
-    ranges = pp_ranges(model.num_layers, plan.pp, plan.pp_layers)
+    ranges = pp_ranges(model.num_layers, pp, pp_layers)
     out = []
     for s, (start, end) in enumerate(ranges):
         b = sum(per_layer_bytes[start:end])
