@@ -45,7 +45,34 @@ class Document:
 
 
 def to_json(payload: Any) -> str:
-    return json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+    """JSON for people and programs: the top level and the containers inside it are opened one
+    item a line (unless short enough to read on one line); deeper values stay on one line, so
+    a sweep prints one row a line. json's indent= runs its pure-Python encoder (0.2 s for a
+    200-row compare sweep); this takes the C encoder for every value."""
+    return _pretty(payload, 0, "")[0] + "\n"
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _pretty(value: Any, level: int, pad: str) -> tuple[str, str]:
+    """(as printed, on one line): each value is encoded once, parents join their children."""
+    if level >= 2 or not isinstance(value, (dict, list)) or not value:
+        flat = _ENCODE(value)
+        return flat, flat
+    inner = pad + "  "
+    if isinstance(value, dict):
+        keys = [_ENCODE(str(k)) for k in value]
+        kids = [_pretty(v, level + 1, inner) for v in value.values()]
+        flat = "{" + ", ".join(f"{k}: {f}" for k, (_, f) in zip(keys, kids)) + "}"
+        if len(flat) + len(pad) <= 88:
+            return flat, flat
+        return "{\n" + ",\n".join(f"{inner}{k}: {p}" for k, (p, _) in zip(keys, kids)) + "\n" + pad + "}", flat
+    kids = [_pretty(v, level + 1, inner) for v in value]
+    flat = "[" + ", ".join(f for _, f in kids) + "]"
+    if len(flat) + len(pad) <= 88:
+        return flat, flat
+    return "[\n" + ",\n".join(f"{inner}{p}" for p, _ in kids) + "\n" + pad + "]", flat
 
 
 def _md_cell(value: Any) -> str:
