@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
 from typing import Any
 
 from kvcalc.app.service import SizeResult
-from kvcalc.core.footprint import Footprint
+from kvcalc.core.footprint import CacheSettings, Footprint
+from kvcalc.core.model import ModelSpec
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
 from kvcalc.render.pool import pool_document, pool_payload
@@ -14,18 +16,23 @@ from kvcalc.render.pool import pool_document, pool_payload
 
 def layer_groups(fp: Footprint) -> list[dict[str, Any]]:
     """Identical layer modules counted together (whole model, TP=1)."""
+    return [dict(g) for g in _layer_groups(fp.model, fp.cache)]
+
+
+@lru_cache(maxsize=256)
+def _layer_groups(model: ModelSpec, cache: CacheSettings) -> tuple[dict[str, Any], ...]:
     from kvcalc.core.footprint import layer_spec
 
     counts: Counter = Counter()
     first: dict = {}
-    for layer in fp.model.layers:
+    for layer in model.layers:
         key = (layer.kind, layer.num_kv_heads, layer.head_size, layer.head_size_v, layer.window, layer.state)
         counts[key] += 1
         first.setdefault(key, layer)
     out = []
     for key, n in counts.items():
         layer = first[key]
-        spec = layer_spec(layer, 1, fp.cache)
+        spec = layer_spec(layer, 1, cache)
         out.append(
             {
                 "kind": layer.kind,
@@ -38,7 +45,7 @@ def layer_groups(fp: Footprint) -> list[dict[str, Any]]:
                 "state_bytes_per_request_per_layer": spec.state_bytes,
             }
         )
-    return out
+    return tuple(out)
 
 
 def size_payload(r: SizeResult) -> dict[str, Any]:
