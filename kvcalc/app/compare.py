@@ -257,9 +257,9 @@ def compare(
         for combo in combos:
             sweep = dict(zip(keys, combo))
             settings = base.with_(**sweep)
-            group_rows = []
-            for key, v, spec, err in variants:
-                row = Row(m.spec.name, m.given, sweep, key or None, v, group=group, index=len(rows) + len(group_rows))
+            group_rows: list[Row] = []
+            for key, variant, spec, err in variants:
+                row = Row(m.spec.name, m.given, sweep, key or None, variant, group=group, index=len(rows) + len(group_rows))
                 if err is not None or spec is None:
                     row.error = err
                 else:
@@ -286,21 +286,21 @@ def _payload_ratios(model: ModelSpec, rows: list[Row]) -> None:
     and the group's ratio in lowest terms: N_kv 16, 8, 1 -> 16:8:1."""
     from kvcalc.core.footprint import layer_spec
 
-    ok = [r for r in rows if r.result is not None]
+    ok = [(r, r.result) for r in rows if r.result is not None]
     if not ok:
         return
-    cache = ok[0].result.footprint.cache
+    cache = ok[0][1].footprint.cache
     mha = with_kv_heads(model, model.num_attention_heads)
     mha_bpt = sum(layer_spec(x, 1, cache).decoder_bytes_per_token for x in mha.layers)
     g = 0
-    for r in ok:
-        g = math.gcd(g, r.result.footprint.bytes_per_token)
-    for r in ok:
-        bpt = r.result.footprint.bytes_per_token
+    for _, res in ok:
+        g = math.gcd(g, res.footprint.bytes_per_token)
+    for r, res in ok:
+        bpt = res.footprint.bytes_per_token
         r.payload_part = bpt // g if g else 0
         r.payload_vs_mha = bpt / mha_bpt if mha_bpt else None
-    ratio = ":".join(str(r.payload_part) for r in ok)
-    for r in ok:
+    ratio = ":".join(str(r.payload_part) for r, _ in ok)
+    for r, _ in ok:
         r.payload_ratio = ratio
 
 

@@ -279,15 +279,15 @@ def nearest(key: str, required: Any, probe: _Probe, result: Any) -> list[Suggest
         lo, hi = int(current * 1000) + 1, 1000
         top = probe.run(gpu_memory_utilization=1.0)
         if lo <= hi and ok(top):
-            best = (1000, top)
+            found = (1000, top)
             while lo <= hi:  # more memory never shrinks the pool: search the smallest passing value
                 mid = (lo + hi) // 2
                 r = probe.run(gpu_memory_utilization=mid / 1000)
                 if ok(r):
-                    best, hi = (mid, r), mid - 1
+                    found, hi = (mid, r), mid - 1
                 else:
                     lo = mid + 1
-            out.append(Suggestion("gpu_memory_utilization", best[0] / 1000, measure(key, best[1])))
+            out.append(Suggestion("gpu_memory_utilization", found[0] / 1000, measure(key, found[1])))
 
     kv = result.footprint.cache.kv_dtype
     if kv.bytes > 1 and not s.kv_dtype.lower().startswith(("fp8", "int8")):
@@ -305,8 +305,8 @@ def largest_passing(ok: Any, lo: int, hi: int, guess: int, step: int) -> int | N
     guess = min(max(guess, lo), hi)
     step = max(step, 1)
     if ok(guess):
-        good, bad = guess, None
-        while bad is None:
+        good, bad = guess, hi + 1  # bad: the smallest failing value known (hi + 1: none yet)
+        while bad == hi + 1:
             if good == hi:
                 return good
             x = min(good + step, hi)
@@ -316,8 +316,8 @@ def largest_passing(ok: Any, lo: int, hi: int, guess: int, step: int) -> int | N
                 bad = x
             step *= 2
     else:
-        good, bad = None, guess
-        while good is None:
+        good, bad = lo - 1, guess  # good: the largest passing value known (lo - 1: none yet)
+        while good == lo - 1:
             if bad == lo:
                 return None
             x = max(bad - step, lo)
