@@ -147,9 +147,16 @@ class SizeResult:
     footprint: Footprint
     max_model_len: int
     vllm_version: str
-    pool: Any = None  # kvcalc.core.pool.PoolReport when a GPU, memory or pool is given
+    pool: Any = None  # kvcalc.core.pool.PoolReport (SGLang: core.sglang_pool.SglangPool) when a GPU, memory or pool is given
     notes: tuple[str, ...] = ()
     checkpoint: dict | None = None
+    engine: str = "vllm"
+    sglang_version: str | None = None
+
+    @property
+    def rules(self) -> str:
+        """Which engine and release the figures follow: 'vLLM 0.33', 'SGLang 0.5.23'."""
+        return f"SGLang {self.sglang_version}" if self.engine == "sglang" else f"vLLM {self.vllm_version}"
 
 
 def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:
@@ -160,6 +167,13 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
             raise PlanError(f"{named('encoder_tokens')} applies to encoder-decoder models; {model.name} is decoder-only")
         model = with_encoder_tokens(model, _positive(s.encoder_tokens, named("encoder_tokens")))
     version = check_version(s)
+    engine = "vllm"
+    if s.engine != "vllm":
+        from kvcalc.app.sglang_budget import engine_of, kv_dtype_name
+
+        engine = engine_of(s)
+        if engine == "sglang":
+            kv_dtype_name(s)
     mml = max_model_len(model, s)
     bs = default_block_size(model, s)
     cache = cache_settings(model, s, block_size=bs)
@@ -174,6 +188,15 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
         notes.extend(cache_notes)
     fp = footprint(model, p, cache, traffic(model, s))
     pool = None
+    if engine == "sglang":
+        return _evaluate_sglang(model, s, p, cache, mml, version, fp, notes, checkpoint)
+    if s.enable_dp_attention or any(
+        getattr(s, n) is not None
+        for n in ("mem_fraction_static", "max_total_tokens", "max_running_requests", "chunked_prefill_size", "free_before_weights")
+    ):
+        from kvcalc.app.sglang_budget import ignored_notes
+
+        notes.extend(ignored_notes(s, "vllm"))
     if s.has_pool:
         if not model.vllm_supported:
             notes.append(f"vLLM does not serve {model.model_type}: no pool figures")
@@ -185,6 +208,25 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
             pool = pool_report(model, p, cache, inputs)
             notes.extend(n for n in pool.notes if n not in notes)
     return SizeResult(model, s, fp, mml, version, pool, tuple(notes), checkpoint)
+
+
+def _evaluate_sglang(
+    model: ModelSpec, s: Settings, p: ParallelPlan, cache: CacheSettings, mml: int, version: str, fp: Footprint,
+    notes: list[str], checkpoint: dict | None,
+) -> SizeResult:
+    """The same result with SGLang's pool (kvcalc.core.sglang_pool) in place of vLLM's."""
+    from kvcalc.app.sglang_budget import ignored_notes, sglang_report
+    from kvcalc.core.sglang import rules_for
+
+    sg_version = str(s.sglang_version).strip()
+    notes.extend(ignored_notes(s, "sglang"))
+    pool = None
+    if s.has_pool:
+        pool = sglang_report(model, s, p, cache, mml, checkpoint)
+        notes.extend(n for n in pool.notes if n not in notes)
+    else:
+        rules_for(str(s.sglang_version))  # refuse an unknown release even without a pool
+    return SizeResult(model, s, fp, mml, version, pool, tuple(notes), checkpoint, engine="sglang", sglang_version=sg_version)
 
 
 def settings_from_mapping(data: dict, *, where: str = "") -> Settings:
