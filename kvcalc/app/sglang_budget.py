@@ -10,7 +10,6 @@ from typing import Any
 
 from kvcalc.app.budget import _gpu_total, _overhead, _weights
 from kvcalc.app.settings import Settings
-from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.footprint import CacheSettings, stage_specs
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
@@ -136,6 +135,9 @@ def sglang_inputs(
             line, gpu_mib, tp=plan.tp, pp=plan.pp, dp=dp, dp_attention=bool(s.enable_dp_attention),
             chunk=chunk, graph_bs=graph, mla=model.mla,
         )
+        if line.rest_error:
+            mfs_src += (f" (0.5.10's formula; SGLang {line.label} sizes the graph reserve from its graph configs: "
+                        "take mem_fraction_static from its server_args line)")
     page = int(s.block_size) if s.block_size is not None else 1
     if page < 1:
         raise PlanError(f"{named('block_size')} must be a positive integer, got {page}")
@@ -161,6 +163,7 @@ def sglang_report(
 ) -> SglangPool:
     """SGLang's pool for the settings: its line's rules on kvcalc's per-layer specs."""
     i, _line = sglang_inputs(model, s, plan, context_len, checkpoint)
+    i = replace(i, kv_dtype=cache.kv_dtype.name)
     attn, _dp = attention_plan(s, plan)
     stages = stage_specs(model, attn, replace(cache, block_size=1))
     pool = sglang_pool(model, plan, stages, i)

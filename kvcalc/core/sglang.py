@@ -9,9 +9,18 @@ the file and line of every rule (R0..R12 below refer to its sections). The pool 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from kvcalc.core.record import record, replace
+from kvcalc.core.record import replace
 from kvcalc.errors import PlanError, named
+
+if TYPE_CHECKING:  # mypy reads records as the frozen dataclasses they behave as
+    from typing import dataclass_transform
+
+    @dataclass_transform(frozen_default=True)
+    def record(cls: type) -> type: ...
+else:
+    from kvcalc.core.record import record
 
 Release = tuple[int, int, int, int]  # major, minor, patch, post
 
@@ -34,6 +43,7 @@ LOG_DTYPE = "dtype, #tokens, K size / V size"
 # sliding-window pools (R8)
 SWA_NONE = "every layer full-length"
 SWA_ANY = "any sliding-window model: split total tokens x layers by swa_full_tokens_ratio"
+SWA_ANY_BUT = SWA_ANY + ", except gpt-oss and Gemma 2/3 (server_args disables it)"
 SWA_LIST = "listed architectures: split the pool's bytes by swa_full_tokens_ratio"
 SWA_FOLDED = "listed architectures: ratio folded into the bytes per token"
 
@@ -104,8 +114,10 @@ _L0410 = _line(
     "0.4.10", _L046, mfs=MFS_BY_GPU, swa=SWA_ANY, running=RUN_POOL, chunk="0.4.10", scheduler_gpu_mem=True,
     cite="sglang==0.4.10: python/sglang/srt/model_executor/model_runner.py:973-1161, server_args.py:286-356",
 )
+# gpt-oss and Gemma 2/3 get disable_hybrid_swa_memory (sglang==0.5.1: server_args.py:2274,2295)
+_L051 = _line("0.5.1", _L0410, swa=SWA_ANY_BUT, cite="sglang==0.5.1: python/sglang/srt/server_args.py:2227-2295")
 _L053 = _line(
-    "0.5.3", _L0410, mfs=MFS_RESERVED, chunk="0.5.3", mamba=True,
+    "0.5.3", _L051, mfs=MFS_RESERVED, chunk="0.5.3", mamba=True,
     cite="sglang==0.5.3: python/sglang/srt/model_executor/model_runner.py:1281-1291, server_args.py:542-675",
 )
 _L056 = _line("0.5.6", _L053, chunk="0.5.6", cite="sglang==0.5.6: python/sglang/srt/model_executor/model_runner.py:1417-1750")
@@ -122,7 +134,7 @@ _L0523 = _line(
     cite="sglang==0.5.23: python/sglang/srt/mem_cache/kv_cache_configurator.py:3007-3140, model_executor/pool_configurator.py:219-921",
 )
 
-LINES: tuple[Line, ...] = (_L0523, _L0516, _L0510, _L056, _L053, _L0410, _L046, _L043P4, _L041, _L040)
+LINES: tuple[Line, ...] = (_L0523, _L0516, _L0510, _L056, _L053, _L051, _L0410, _L046, _L043P4, _L041, _L040)
 NEWEST_READ = _L0523.first
 OLDEST = _L040.first
 DEFAULT_VERSION = "0.5.23"

@@ -9,19 +9,18 @@ with the attention-TP size SGLang shards heads over. Pure: no I/O.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.core.footprint import StageSpecs
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
-from kvcalc.core.record import field, record
 from kvcalc.core.sglang import (
     GIB,
     LOG_DTYPE,
     LOG_KV,
     LOG_NONE,
     SWA_ANY,
-    SWA_FOLDED,
+    SWA_ANY_BUT,
     SWA_LIST,
     SWA_NONE,
     Line,
@@ -30,9 +29,20 @@ from kvcalc.core.sglang import (
 from kvcalc.core.specs import MambaSpec, cdiv
 from kvcalc.errors import PlanError, named
 
+if TYPE_CHECKING:  # mypy reads records as the frozen dataclasses they behave as
+    from dataclasses import field
+    from typing import dataclass_transform
+
+    @dataclass_transform(frozen_default=True, field_specifiers=(field,))
+    def record(cls: type) -> type: ...
+else:
+    from kvcalc.core.record import field, record
+
 # model types SGLang gives a separate sliding-window pool from 0.5.10 (model_config.py:1438 in 0.5.10)
 SWA_TYPES = frozenset({"llama4", "llama4_text", "gpt_oss", "mimo_v2_flash", "mimo_v2", "step3p5", "step3.5", "gemma4", "gemma4_text"})
 SWA_KINDS = ("sliding", "chunked")
+# 0.5.1-0.5.6 turn the split off for these (server_args: disable_hybrid_swa_memory)
+SWA_DISABLED = frozenset({"gpt_oss", "gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "olmo2"})
 TORCH_DTYPES = {"bfloat16": "torch.bfloat16", "float16": "torch.float16", "float32": "torch.float32",
                 "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}
 
@@ -156,6 +166,8 @@ def splits_swa(model: ModelSpec, line: Line) -> bool:
     """R8: whether SGLang gives this model's sliding-window layers their own, smaller pool."""
     if line.swa == SWA_NONE or not any(x.kind in SWA_KINDS for x in model.layers):
         return False
+    if line.swa == SWA_ANY_BUT:
+        return model.model_type not in SWA_DISABLED
     return line.swa == SWA_ANY or model.model_type in SWA_TYPES
 
 
@@ -191,7 +203,7 @@ def stage_tokens(cell: StageCell, i: SglangInputs, rest: int) -> StageTokens:
         tokens = rest // cell.full if cell.full else 0
         tokens = min(tokens, cap) if cap is not None else tokens
         return StageTokens(_page_floor(tokens, page, line), None, mamba, rest)
-    if line.swa == SWA_ANY:  # profiled as if every layer were full, then the token-layers are shared out
+    if line.swa in (SWA_ANY, SWA_ANY_BUT):  # profiled as if every layer were full, then the token-layers are shared out
         tokens = rest // (cell.full + cell.swa)
         tokens = _page_floor(min(tokens, cap) if cap is not None else tokens, page, line)
         total = tokens * (cell.n_full + cell.n_swa)

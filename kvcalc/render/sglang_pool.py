@@ -44,8 +44,7 @@ def sglang_pool_document(r: SglangPool, units: str = "iec") -> Document:
         for line in kv_log_lines(r):
             doc.facts.append(("SGLang would log", line))
         doc.facts.append(("SGLang would log", scheduler_line(r) + " (and available_gpu_mem, measured after CUDA graphs)"))
-    doc.notes = list(r.notes)
-    return doc
+    return doc  # the notes are the result's (kvcalc.app.service.evaluate)
 
 
 def sglang_pool_payload(r: SglangPool) -> dict[str, Any]:
