@@ -175,7 +175,7 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
         if engine == "sglang":
             kv_dtype_name(s)
     mml = max_model_len(model, s)
-    bs = default_block_size(model, s)
+    bs = default_block_size(model, s) if engine == "vllm" or s.block_size is not None else 1  # SGLang: page_size 1
     cache = cache_settings(model, s, block_size=bs)
     p = plan(s)
     notes = list(model.notes)
