@@ -16,6 +16,7 @@ from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm
 from kvcalc.core.record import replace
 from kvcalc.core.sglang import (
+    GIB,
     MIB,
     Line,
     chunked_prefill_default,
@@ -85,12 +86,24 @@ def _free_memory(
     weights, w_src = _weights(s, model, plan, checkpoint)
     b_src = "--free-before-weights (SGLang's 'Load weight begin. avail mem=')"
     if before is None and total is not None:
-        over, over_src = _overhead(s, plan)
-        before, b_src = total - over, f"GPU memory - non-torch memory ({over_src})"
+        over, over_src = _preload_overhead(s, plan)
+        before, b_src = total - over, f"GPU memory - memory in use before the weights ({over_src})"
     a_src = "--free-after-weights (SGLang's 'Load weight end. avail mem=')"
     if after is None and before is not None:
         after, a_src = before - max(weights), f"free before weights - weights on the GPU ({w_src})"
     return before, b_src, after, a_src, weights, w_src
+
+
+def _preload_overhead(s: Settings, plan: ParallelPlan) -> tuple[int, str]:
+    """Memory in use when SGLang measures P: CUDA context, cuBLAS, NCCL and custom all-reduce buffers."""
+    if s.overhead_bytes is not None:
+        return _overhead(s, plan)
+    ranks = plan.tp * plan.pp
+    over = 3 * GIB if ranks >= 8 else 870 * MIB
+    return over, (
+        f"estimate: {over // MIB} MiB in use before the weights ({'8+' if ranks >= 8 else 'up to 4'} ranks; the pre-load "
+        "figures of the SGLang logs in tests/data/sglang-logs); pass --overhead-bytes or --free-before-weights"
+    )
 
 
 def _terms(i: SglangInputs, weights: tuple[int, ...], b_src: str, a_src: str, w_src: str) -> tuple:
