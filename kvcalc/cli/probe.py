@@ -56,11 +56,8 @@ def probe(
     prompt: o.Prompt = None,
     gen: o.Gen = None,
     engine: Engine = None,
-    from_vllm_log: FromLog = None,
-    from_sglang_log: FromSglangLog = None,
-    from_log: FromAnyLog = None,
-    sglang_version: SglangVersion = None,
-    mem_fraction_static: MemFractionStatic = None,
+    from_vllm_log: FromLog = None, from_sglang_log: FromSglangLog = None, from_log: FromAnyLog = None,
+    sglang_version: SglangVersion = None, mem_fraction_static: MemFractionStatic = None,
     alloc: Alloc = False,
     tp: ProbeTp = None,
     pp: ProbePp = None,
@@ -98,12 +95,8 @@ def probe(
     resolved = resolve(model, revision=revision)
     report = ProbeReport(resolved.spec.name, resolved.source)
     if from_sglang_log:
-        from kvcalc.probe.sglang_log import probe_sglang_log
-
-        given = {"tp": tp is not None, "kv_dtype": kv_dtype is not None, "max_model_len": max_model_len is not None,
-                 "block_size": block_size is not None, "mem_fraction_static": mem_fraction_static is not None}
-        s = settings.with_(mem_fraction_static=mem_fraction_static) if mem_fraction_static is not None else settings
-        report.checks.append(probe_sglang_log(resolved, s, from_sglang_log, sglang_version_given=sglang_version, given=given))
+        report.checks.append(_sglang_log_check(resolved, settings, from_sglang_log, sglang_version, dict(
+            tp=tp, kv_dtype=kv_dtype, max_model_len=max_model_len, block_size=block_size, mem_fraction_static=mem_fraction_static)))
     if from_vllm_log:
         from kvcalc.probe.vllm_log import probe_log
 
@@ -131,6 +124,15 @@ def probe(
     o.emit(render_probe(fmt, report, u))
     if report.exit_code:
         raise typer.Exit(report.exit_code)
+
+
+def _sglang_log_check(resolved: Any, settings: Settings, path: str, version: str | None, given: dict[str, Any]) -> Any:
+    """The SGLang log check; the flags given on the command line win over the log's server_args."""
+    from kvcalc.probe.sglang_log import probe_sglang_log
+
+    mfs = given["mem_fraction_static"]
+    s = settings.with_(mem_fraction_static=mfs) if mfs is not None else settings
+    return probe_sglang_log(resolved, s, path, sglang_version_given=version, given={k: v is not None for k, v in given.items()})
 
 
 def _which_log(path: str, vllm: str | None, sglang: str | None) -> tuple[str | None, str | None]:
