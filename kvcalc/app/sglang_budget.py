@@ -51,12 +51,12 @@ def engine_of(s: Settings) -> str:
 def ignored_notes(s: Settings, engine: str) -> list[str]:
     """Settings of the other engine: ignored, said once each."""
     names = VLLM_ONLY if engine == "sglang" else SGLANG_ONLY
-    other = "vLLM" if engine == "sglang" else "SGLang"
+    other = "a vLLM" if engine == "sglang" else "an SGLang"
     out = []
     for n in names:
         v = getattr(s, n)
         if v is not None and v is not False:
-            out.append(f"--{n.replace('_', '-')} is a {other} setting: ignored under --engine {engine}")
+            out.append(f"--{n.replace('_', '-')} is {other} setting: ignored under --engine {engine}")
     return out
 
 

@@ -19,6 +19,8 @@ from kvcalc.core.sglang import (
     LOG_DTYPE,
     LOG_KV,
     LOG_NONE,
+    RUN_EST_CAP,
+    RUN_USER,
     SWA_ANY,
     SWA_ANY_BUT,
     SWA_LIST,
@@ -347,6 +349,9 @@ def sglang_pool(model: ModelSpec, plan: ParallelPlan, stages: list[StageSpecs], 
     if len(stages) > 1:
         notes.append("PP stages size their pools from their own layers; the smallest count is reported")
     running, running_src = max_running_requests(i.line, max(best.full, 0), i.context_len, i.max_running_requests, i.dp)
+    if best.mamba_cache_size is not None and i.line.running in (RUN_EST_CAP, RUN_USER) and running > best.mamba_cache_size // 3:
+        # 0.5.10+: at most max_mamba_cache_size // 3 requests (radix cache on; 1 with --disable-radix-cache)
+        running, running_src = best.mamba_cache_size // 3, f"max_mamba_cache_size {best.mamba_cache_size} // 3"
     if best.full > 0 and best.full < i.context_len:
         notes.append(
             f"SGLang starts, but one request can hold at most {best.full - 1:,} tokens (max_total_num_tokens - 1), "
