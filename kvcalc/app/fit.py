@@ -80,11 +80,11 @@ def _search_engine(
                 try:
                     r = evaluate(model, s, checkpoint=checkpoint)
                 except KvcalcError as exc:
-                    out.append(Candidate(tp, pp, kv, False, exc.message, engine=engine))
+                    out.append(Candidate(tp, pp, kv, False, exc.message, engine=engine))  # type: ignore[call-arg]
                     continue
                 pool = r.pool
                 if pool is None:
-                    out.append(Candidate(tp, pp, kv, False, "no pool figures for this model", engine=engine))
+                    out.append(Candidate(tp, pp, kv, False, "no pool figures for this model", engine=engine))  # type: ignore[call-arg]
                     continue
                 common = dict(
                     engine=engine,

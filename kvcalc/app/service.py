@@ -226,7 +226,9 @@ def _evaluate_sglang(
         notes.extend(n for n in pool.notes if n not in notes)
     else:
         rules_for(str(s.sglang_version))  # refuse an unknown release even without a pool
-    return SizeResult(model, s, fp, mml, version, pool, tuple(notes), checkpoint, engine="sglang", sglang_version=sg_version)
+    return SizeResult(  # type: ignore[call-arg]  # a kvcalc.core.record class: mypy sees no __init__ fields
+        model, s, fp, mml, version, pool, tuple(notes), checkpoint, engine="sglang", sglang_version=sg_version
+    )
 
 
 def settings_from_mapping(data: dict, *, where: str = "") -> Settings:

@@ -74,7 +74,7 @@ def attention_plan(s: Settings, plan: ParallelPlan) -> tuple[ParallelPlan, int]:
     dp = plan.dp
     if plan.tp % dp:
         raise PlanError(f"{named('dp')} {dp} must divide {named('tp')} {plan.tp} with {named('enable_dp_attention')}")
-    return ParallelPlan(tp=plan.tp // dp, pp=plan.pp, dp=1, pp_layers=plan.pp_layers, gpus_per_node=plan.gpus_per_node), dp
+    return replace(plan, tp=plan.tp // dp, dp=1), dp
 
 
 def _free_memory(
