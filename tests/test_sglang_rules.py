@@ -205,3 +205,19 @@ def test_compare_and_fit_over_both_engines(run_json) -> None:
     fit = run_json("fit", "llama-3.1-8b-instruct", "--gpu", "H100-80GB", "-c", "2", "--engine", "any", "--max-gpus", "2")
     assert {d["engine"] for d in fit["deployments"]} == {"vllm", "sglang"}
     assert fit["sglang_version"] == "0.5.23"
+
+
+def test_gate_key_engine(run, tmp_path) -> None:
+    path = tmp_path / "capacity.yaml"
+    path.write_text(
+        "deployments:\n"
+        "  - {name: sg, model: llama-3.1-8b-instruct, engine: sglang, gpu: H100-80GB, context_length: 32768,\n"
+        "     sglang_version: '0.5.10', min_concurrency: 2}\n"
+        "  - {name: vl, model: llama-3.1-8b-instruct, gpu: H100-80GB, max_model_len: 32768, min_concurrency: 2}\n"
+    )
+    code, out, err = run("gate", str(path), "--format", "json")
+    assert code == 0, err
+    import json
+
+    results = json.loads(out)["results"]
+    assert [r["rules"] for r in results] == ["SGLang 0.5.10", "vLLM 0.33"]
