@@ -3,6 +3,8 @@ commands. Every expectation is worked out by hand from docs/sglang-rules.md (R-n
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kvcalc.core.sglang import (
@@ -217,7 +219,11 @@ def test_gate_key_engine(run, tmp_path) -> None:
     )
     code, out, err = run("gate", str(path), "--format", "json")
     assert code == 0, err
-    import json
-
     results = json.loads(out)["results"]
     assert [r["rules"] for r in results] == ["SGLang 0.5.10", "vLLM 0.33"]
+
+
+def test_compare_sweeps_mem_fraction_static(run_json) -> None:
+    rows = run_json("compare", "qwen3-8b", "--engine", "sglang", "--mem-fraction-static", "0.8,0.9", "--gpu", "H100-80GB")
+    assert [r["pool"]["mem_fraction_static"] for r in rows] == [0.8, 0.9]
+    assert rows[0]["pool"]["pool_tokens"] < rows[1]["pool"]["pool_tokens"]
