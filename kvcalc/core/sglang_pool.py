@@ -211,6 +211,10 @@ def stage_tokens(cell: StageCell, i: SglangInputs, rest: int) -> StageTokens:
         total = tokens * (cell.n_full + cell.n_swa)
         full = int(total / (r * cell.n_swa + cell.n_full))
         return StageTokens(full, int(full * r), mamba, rest)
+    if not cell.n_full:  # 0.5.10+: every layer sliding -> one pool, all of it
+        tokens = rest // cell.swa
+        tokens = _page_floor(min(tokens, cap) if cap is not None else tokens, page, line)
+        return StageTokens(tokens, tokens, mamba, rest)
     if line.swa == SWA_LIST:
         both = cell.full + cell.swa
         tokens = rest // both
