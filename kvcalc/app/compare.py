@@ -57,6 +57,11 @@ def parse_list(text: str | int | None, flag: str, kind: type = int) -> tuple[Any
                 raise KvcalcError(
                     f"{flag} takes integers or a comma-separated list of them like 1,2,4, got {text!r}"
                 ) from None
+        elif kind is float:
+            try:
+                value = float(item)
+            except ValueError:
+                raise KvcalcError(f"{flag} takes numbers or a comma-separated list of them like 0.8,0.9, got {text!r}") from None
         else:
             value = item
         if value not in out:

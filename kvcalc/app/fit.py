@@ -24,6 +24,7 @@ class Candidate:
     pool_tokens: int = 0
     num_blocks: int = 0
     kv_cache_memory_bytes: int = 0
+    engine: str = "vllm"
 
     @property
     def total_concurrency(self) -> float:
@@ -47,6 +48,7 @@ def search(
     kv_dtypes: list[str],
     allow_dp: bool = True,
     checkpoint: dict | None = None,
+    engines: list[str] | None = None,
 ) -> list[Candidate]:
     if not (concurrency > 0) or math.isinf(concurrency):
         raise KvcalcError(f"--concurrency must be a positive number, got {concurrency!r}")
@@ -55,20 +57,37 @@ def search(
     if not base.has_pool:
         raise KvcalcError(f"kvcalc fit needs {named('gpu')}, {named('gpu_memory')} or {named('kv_cache_memory')}")
     out: list[Candidate] = []
+    for engine in engines or [base.engine]:
+        out.extend(_search_engine(model, base.with_(engine=engine), concurrency, max_gpus, kv_dtypes, allow_dp, checkpoint))
+    ok = sorted(
+        (c for c in out if c.ok),
+        key=lambda c: (c.gpus, -(c.concurrency_per_replica * c.dp)),
+    )
+    return ok + [c for c in out if not c.ok]
+
+
+def _search_engine(
+    model: ModelSpec, base: Settings, concurrency: float, max_gpus: int, kv_dtypes: list[str], allow_dp: bool,
+    checkpoint: dict | None,
+) -> list[Candidate]:
+    """Every TP x PP x kv dtype under one engine's rules."""
+    out: list[Candidate] = []
     for kv in kv_dtypes:
         for tp in powers_of_two(max_gpus):
             for pp in powers_of_two(max_gpus // tp):
                 s = base.with_(tp=tp, pp=pp, kv_dtype=kv, tokens=0)
+                engine = str(base.engine)
                 try:
                     r = evaluate(model, s, checkpoint=checkpoint)
                 except KvcalcError as exc:
-                    out.append(Candidate(tp, pp, kv, False, exc.message))
+                    out.append(Candidate(tp, pp, kv, False, exc.message, engine=engine))  # type: ignore[call-arg]
                     continue
                 pool = r.pool
                 if pool is None:
-                    out.append(Candidate(tp, pp, kv, False, "no pool figures for this model"))
+                    out.append(Candidate(tp, pp, kv, False, "no pool figures for this model", engine=engine))  # type: ignore[call-arg]
                     continue
                 common = dict(
+                    engine=engine,
                     concurrency_per_replica=pool.max_concurrency,
                     pool_tokens=pool.pool_tokens,
                     num_blocks=pool.num_blocks,
@@ -92,8 +111,4 @@ def search(
                 else:
                     why = f"{pool.max_concurrency:.2f}x per replica" + (f" x {dp} replicas" if dp > 1 else "")
                     out.append(Candidate(tp, pp, kv, True, why, dp, gpus, **common))
-    ok = sorted(
-        (c for c in out if c.ok),
-        key=lambda c: (c.gpus, -(c.concurrency_per_replica * c.dp)),
-    )
-    return ok + [c for c in out if not c.ok]
+    return out

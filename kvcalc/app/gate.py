@@ -273,6 +273,7 @@ def nearest(key: str, required: Any, probe: _Probe, result: Any) -> list[Suggest
 
     util_applies = (
         PROMISES[key].needs_pool and pool is not None and s.kv_cache_memory is None and s.num_gpu_blocks_override is None
+        and getattr(pool, "engine", "vllm") == "vllm"  # SGLang's knob is --mem-fraction-static, not the utilization
     )
     if util_applies:
         current = float(pool.inputs.gpu_memory_utilization or s.gpu_memory_utilization or 0.92)

@@ -209,6 +209,9 @@ _FLAG_RE = re.compile(r"--[a-z][a-z0-9-]+")
 # a note that names the flag replacing what it assumes: "... (--encoder-tokens)", "pass --x"
 _ADVICE_RE = re.compile(r"(?:\(|\b(?:pass|use|give|with) )(--[a-z][a-z0-9-]+)")
 _TERM_FLAGS = (
+    ("mem_fraction_static", "--mem-fraction-static"),
+    ("free before", "--free-before-weights"),
+    ("free after", "--free-after-weights"),
     ("weights", "--weights-bytes"),
     ("activation", "--activation-bytes"),
     ("non-torch", "--overhead-bytes"),
@@ -234,9 +237,12 @@ def assumptions(result: SizeResult) -> list[Assumption]:
         out.append(Assumption("max_model_len", f"{result.max_model_len:,} tokens", "derived from the config, as vLLM does",
                               "--max-model-len"))
     if s.block_size is None:
-        out.append(Assumption("block size", f"{fp.cache.block_size} tokens",
-                              "vLLM's default for the usual backends" if not s.attention_backend else s.attention_backend,
-                              "--block-size"))
+        if result.engine == "sglang":
+            out.append(Assumption("page size", f"{fp.cache.block_size} tokens", "SGLang's default page_size", "--page-size"))
+        else:
+            out.append(Assumption("block size", f"{fp.cache.block_size} tokens",
+                                  "vLLM's default for the usual backends" if not s.attention_backend else s.attention_backend,
+                                  "--block-size"))
     if s.kv_dtype.strip().lower() == "auto":
         out.append(Assumption("KV cache dtype", f"{fp.cache.kv_dtype.name} ({fp.cache.kv_dtype.bytes} B)",
                               "auto: the model dtype", "--kv-dtype"))
@@ -262,9 +268,11 @@ def assumptions(result: SizeResult) -> list[Assumption]:
                 flag = next((f for key, f in _TERM_FLAGS if key in t.name), "") or _flag_for(src)
                 out.append(Assumption(t.name.lstrip("-= ").strip(), format_bytes(t.bytes), src, flag))
         if not i.max_num_batched_tokens_source.startswith("--"):
-            out.append(Assumption("max_num_batched_tokens", f"{i.max_num_batched_tokens:,}", i.max_num_batched_tokens_source,
-                                  "--max-num-batched-tokens"))
-        if not i.max_concurrent_batches_source.startswith("--"):
+            sglang = i.max_num_batched_tokens_source.startswith("SGLang")
+            out.append(Assumption("chunked_prefill_size" if sglang else "max_num_batched_tokens", f"{i.max_num_batched_tokens:,}",
+                                  i.max_num_batched_tokens_source,
+                                  "--chunked-prefill-size" if sglang else "--max-num-batched-tokens"))
+        if not i.max_concurrent_batches_source.startswith(("--", "SGLang")):
             out.append(Assumption("batches in flight", str(i.max_concurrent_batches), i.max_concurrent_batches_source,
                                   "--max-concurrent-batches"))
     for note in result.notes:

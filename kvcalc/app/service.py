@@ -147,9 +147,16 @@ class SizeResult:
     footprint: Footprint
     max_model_len: int
     vllm_version: str
-    pool: Any = None  # kvcalc.core.pool.PoolReport when a GPU, memory or pool is given
+    pool: Any = None  # kvcalc.core.pool.PoolReport (SGLang: core.sglang_pool.SglangPool) when a GPU, memory or pool is given
     notes: tuple[str, ...] = ()
     checkpoint: dict | None = None
+    engine: str = "vllm"
+    sglang_version: str | None = None
+
+    @property
+    def rules(self) -> str:
+        """Which engine and release the figures follow: 'vLLM 0.33', 'SGLang 0.5.23'."""
+        return f"SGLang {self.sglang_version}" if self.engine == "sglang" else f"vLLM {self.vllm_version}"
 
 
 def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:
@@ -165,6 +172,15 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
     notes.extend(setup.notes)
     fp = footprint(model, p, cache, traffic(model, s))
     pool = None
+    if setup.engine == "sglang":
+        return _evaluate_sglang(model, s, p, cache, mml, version, fp, notes, checkpoint)
+    if s.enable_dp_attention or any(
+        getattr(s, n) is not None
+        for n in ("mem_fraction_static", "max_total_tokens", "max_running_requests", "chunked_prefill_size", "free_before_weights")
+    ):
+        from kvcalc.app.sglang_budget import ignored_notes
+
+        notes.extend(ignored_notes(s, "vllm"))
     if s.has_pool:
         if not model.vllm_supported:
             notes.append(f"vLLM does not serve {model.model_type}: no pool figures")
@@ -182,6 +198,27 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
     return SizeResult(model, s, fp, mml, version, pool, tuple(notes), checkpoint)
 
 
+def _evaluate_sglang(
+    model: ModelSpec, s: Settings, p: ParallelPlan, cache: CacheSettings, mml: int, version: str, fp: Footprint,
+    notes: list[str], checkpoint: dict | None,
+) -> SizeResult:
+    """The same result with SGLang's pool (kvcalc.core.sglang_pool) in place of vLLM's."""
+    from kvcalc.app.sglang_budget import ignored_notes, sglang_report
+    from kvcalc.core.sglang import rules_for
+
+    sg_version = str(s.sglang_version).strip()
+    notes.extend(ignored_notes(s, "sglang"))
+    pool = None
+    if s.has_pool:
+        pool = sglang_report(model, s, p, cache, mml, checkpoint)
+        notes.extend(n for n in pool.notes if n not in notes)
+    else:
+        rules_for(str(s.sglang_version))  # refuse an unknown release even without a pool
+    return SizeResult(  # type: ignore[call-arg]  # a kvcalc.core.record class: mypy sees no __init__ fields
+        model, s, fp, mml, version, pool, tuple(notes), checkpoint, engine="sglang", sglang_version=sg_version
+    )
+
+
 _TRAFFIC = frozenset({"tokens", "requests", "batch", "prompt", "gen", "continuation"})
 _NO_SOURCE = object()  # a checkpoint without "source" (budget_inputs then says "safetensors")
 
@@ -190,10 +227,13 @@ class _Setup:
     """What ``evaluate`` derives from a model and every setting but the traffic, and the
     pool for each checkpoint (budget_inputs reads its "bytes" and "source" only)."""
 
-    __slots__ = ("version", "max_model_len", "cache", "plan", "notes", "pools")
+    __slots__ = ("version", "max_model_len", "cache", "plan", "notes", "engine", "pools")
 
-    def __init__(self, version: str, mml: int, cache: CacheSettings, plan: ParallelPlan, notes: tuple[str, ...]) -> None:
+    def __init__(
+        self, version: str, mml: int, cache: CacheSettings, plan: ParallelPlan, notes: tuple[str, ...], engine: str
+    ) -> None:
         self.version, self.max_model_len, self.cache, self.plan, self.notes = version, mml, cache, plan, notes
+        self.engine = engine
         self.pools: dict[Any, Any] = {}
 
 
@@ -223,8 +263,15 @@ def _setup(model: ModelSpec, s: Settings) -> _Setup:
 
 def _derive(model: ModelSpec, s: Settings) -> _Setup:
     version = check_version(s)
+    engine = "vllm"
+    if s.engine != "vllm":
+        from kvcalc.app.sglang_budget import engine_of, kv_dtype_name
+
+        engine = engine_of(s)
+        if engine == "sglang":
+            kv_dtype_name(s)
     mml = max_model_len(model, s)
-    bs = default_block_size(model, s)
+    bs = default_block_size(model, s) if engine == "vllm" or s.block_size is not None else 1  # SGLang: page_size 1
     cache = cache_settings(model, s, block_size=bs)
     p = plan(s)
     cache_notes: list[str] = []
@@ -234,7 +281,7 @@ def _derive(model: ModelSpec, s: Settings) -> _Setup:
 
         check_tp(model, p.tp)
         cache, _, cache_notes = engine_cache(model, p, cache)
-    return _Setup(version, mml, cache, p, tuple(cache_notes))
+    return _Setup(version, mml, cache, p, tuple(cache_notes), engine)
 
 
 def settings_from_mapping(data: dict, *, where: str = "") -> Settings:

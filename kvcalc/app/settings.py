@@ -41,6 +41,8 @@ PANELS = (MODEL, TRAFFIC, PARALLEL, ENGINE, BUDGET, OUTPUT)
 
 # the release whose rules apply when none is given
 DEFAULT_VLLM_VERSION = "0.33"
+DEFAULT_SGLANG_VERSION = "0.5.23"  # kvcalc.core.sglang.DEFAULT_VERSION (not imported: start-up)
+ENGINES = ("vllm", "sglang")
 
 
 class SettingField(Field):
@@ -92,7 +94,15 @@ class Settings:
     # parallel plan
     tp: int = setting(1, "--tp", "--tensor-parallel-size", "-tp", help="Tensor-parallel size", kind=POSITIVE, panel=PARALLEL, sweep=True)
     pp: int = setting(1, "--pp", "--pipeline-parallel-size", "-pp", help="Pipeline-parallel size", kind=POSITIVE, panel=PARALLEL, sweep=True)
-    dp: int = setting(1, "--dp", "--data-parallel-size", "-dp", help="Data-parallel replicas (separate pools)", kind=POSITIVE, panel=PARALLEL, sweep=True)
+    dp: int = setting(
+        1, "--dp", "--data-parallel-size", "-dp", "--dp-size",
+        help="Data-parallel replicas (separate pools); SGLang --dp-size (with --enable-dp-attention: attention ranks inside the TP group)",
+        kind=POSITIVE, panel=PARALLEL, sweep=True,
+    )
+    enable_dp_attention: bool = setting(
+        False, "--enable-dp-attention", help="SGLang: data-parallel attention inside the TP group (attention TP = tp / dp-size)",
+        kind=BOOL, panel=PARALLEL,
+    )
     pp_layers: str | None = setting(
         None, "--pp-layers", help="Explicit layers per stage, e.g. 15,16,15,15 (VLLM_PP_LAYER_PARTITION)", kind=INT_LIST, panel=PARALLEL
     )
@@ -112,10 +122,21 @@ class Settings:
         None, "--dtype", help="Override the model dtype (auto | bfloat16 | float16 | float32)", kind=TEXT, panel=MODEL
     )
     block_size: int | None = setting(
-        None, "--block-size", help="Tokens per KV block (vLLM default 16)", kind=POSITIVE, panel=ENGINE, sweep=True
+        None, "--block-size", "--page-size", help="Tokens per KV block (vLLM default 16); SGLang --page-size (default 1)",
+        kind=POSITIVE, panel=ENGINE, sweep=True,
     )
     encoder_tokens: int | None = setting(
         None, "--encoder-tokens", help="Encoder positions held by cross-attention (encoder-decoder models)", kind=POSITIVE, panel=MODEL
+    )
+    engine: str = setting(
+        "vllm", "--engine", help="Serving engine whose rules size the pool: vllm (default) | sglang", kind=TEXT, panel=ENGINE, sweep=True
+    )
+    sglang_version: str = setting(
+        DEFAULT_SGLANG_VERSION,
+        "--sglang-version",
+        help=f"SGLang release whose rules apply with --engine sglang (default {DEFAULT_SGLANG_VERSION}; 0.4.0 and later)",
+        kind=VERSION,
+        panel=ENGINE,
     )
     vllm_version: str = setting(
         DEFAULT_VLLM_VERSION,
@@ -142,7 +163,8 @@ class Settings:
         False, "--continuation", help="Keep the last token's KV for a follow-up turn (P + G)", kind=BOOL, panel=TRAFFIC
     )
     max_model_len: int | None = setting(
-        None, "--max-model-len", help="Longest request (default: from the config)", kind=POSITIVE, panel=MODEL, sweep=True
+        None, "--max-model-len", "--context-length", help="Longest request (default: from the config); SGLang --context-length",
+        kind=POSITIVE, panel=MODEL, sweep=True,
     )
     # the pool (see kvcalc.core.pool) and its budget (kvcalc.app.budget)
     gpu: str | None = setting(
@@ -160,7 +182,21 @@ class Settings:
         panel=BUDGET,
     )
     kv_cache_memory: str | None = setting(
-        None, "--kv-cache-memory", "--kv-cache-memory-bytes", help="KV pool per GPU, bypassing the budget", kind=SIZE, panel=BUDGET
+        None, "--kv-cache-memory", "--kv-cache-memory-bytes",
+        help="KV pool per GPU, bypassing the budget (SGLang: its K size + V size, or KV size for MLA)", kind=SIZE, panel=BUDGET,
+    )
+    mem_fraction_static: float | None = setting(
+        None, "--mem-fraction-static", help="SGLang: fraction of the free memory for weights + KV pool (default: SGLang's, by GPU)",
+        kind=UTIL, panel=BUDGET, sweep=True,
+    )
+    free_before_weights: str | None = setting(
+        None, "--free-before-weights",
+        help="SGLang: free memory before weights load, its 'Load weight begin. avail mem=' (SGLang's GB are GiB: 78.81GiB)",
+        kind=SIZE, panel=BUDGET,
+    )
+    free_after_weights: str | None = setting(
+        None, "--free-after-weights",
+        help="SGLang: free memory after weights load, its 'Load weight end. ... avail mem=' (GiB: 63.72GiB)", kind=SIZE, panel=BUDGET,
     )
     weights_bytes: str | None = setting(
         None, "--weights-bytes", help="Weights of the whole model (overrides the estimate)", kind=SIZE, panel=BUDGET
@@ -198,6 +234,16 @@ class Settings:
         kind=BOOL,
         panel=ENGINE,
     )
+    max_total_tokens: int | None = setting(
+        None, "--max-total-tokens", help="SGLang: cap on the token pool (max_total_num_tokens)", kind=POSITIVE, panel=ENGINE
+    )
+    max_running_requests: int | None = setting(
+        None, "--max-running-requests", help="SGLang: requests run at once (default: from the pool)", kind=POSITIVE, panel=ENGINE
+    )
+    chunked_prefill_size: int | None = setting(
+        None, "--chunked-prefill-size", help="SGLang: prefill chunk (default: by GPU memory; sets mem_fraction_static's reserve)",
+        kind=POSITIVE, panel=ENGINE,
+    )
     attention_backend: str | None = setting(
         None,
         "--attention-backend",
@@ -216,14 +262,15 @@ class Settings:
     @property
     def has_pool(self) -> bool:
         return any(
-            v is not None for v in (self.gpu, self.gpu_memory, self.kv_cache_memory, self.num_gpu_blocks_override)
+            v is not None
+            for v in (self.gpu, self.gpu_memory, self.kv_cache_memory, self.num_gpu_blocks_override, self.free_before_weights)
         )
 
 
 # name -> its declaration, in declaration order
 TABLE: dict[str, SettingField] = {f.name: f for f in fields(Settings) if isinstance(f, SettingField)}
 # settings that, when given, size a pool (the others can only change it)
-POOL_SETTINGS = ("gpu", "gpu_memory", "kv_cache_memory", "num_gpu_blocks_override")
+POOL_SETTINGS = ("gpu", "gpu_memory", "kv_cache_memory", "num_gpu_blocks_override", "free_before_weights")
 # compare's sweep flags: name -> (primary flag, element type), in the order the product nests them
 SWEEPS: dict[str, tuple[str, type]] = {n: (f.flag, f.python_type) for n, f in TABLE.items() if f.sweep}
 # gate-file aliases: vLLM's long flag names -> the setting

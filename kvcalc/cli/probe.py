@@ -23,6 +23,14 @@ PpRank = Annotated[Optional[int], typer.Option("--pp-rank", help="PP stage to pr
 ModelCache = Annotated[bool, typer.Option("--model-cache", help="Build the model in transformers and check its own cache")]
 Engine = Annotated[Optional[str], typer.Option("--engine", help="Start this engine with dummy weights and check its pool: vllm")]
 FromLog = Annotated[Optional[str], typer.Option("--from-vllm-log", help="Check the figures of a vLLM start-up log file")]
+FromSglangLog = Annotated[Optional[str], typer.Option("--from-sglang-log", help="Check the figures of an SGLang launch log file")]
+FromAnyLog = Annotated[Optional[str], typer.Option("--from-log", help="Check a vLLM or SGLang start-up log (the engine is read from the log)")]
+SglangVersion = Annotated[
+    Optional[str], typer.Option("--sglang-version", help="SGLang rules with --from-sglang-log (default: inferred from the log's format)")
+]
+MemFractionStatic = Annotated[
+    Optional[float], typer.Option("--mem-fraction-static", help="SGLang's mem_fraction_static when the log has no server_args line")
+]
 Alloc = Annotated[bool, typer.Option("--alloc", help="Also run the allocation check next to another check")]
 ProbeTp = Annotated[Optional[int], typer.Option("--tp", "--tensor-parallel-size", "-tp", help="Tensor-parallel size")]
 ProbePp = Annotated[Optional[int], typer.Option("--pp", "--pipeline-parallel-size", "-pp", help="Pipeline-parallel size")]
@@ -48,7 +56,8 @@ def probe(
     prompt: o.Prompt = None,
     gen: o.Gen = None,
     engine: Engine = None,
-    from_vllm_log: FromLog = None,
+    from_vllm_log: FromLog = None, from_sglang_log: FromSglangLog = None, from_log: FromAnyLog = None,
+    sglang_version: SglangVersion = None, mem_fraction_static: MemFractionStatic = None,
     alloc: Alloc = False,
     tp: ProbeTp = None,
     pp: ProbePp = None,
@@ -68,7 +77,7 @@ def probe(
 ) -> None:
     """Measure what the formulas predict: a KV pool allocated as vLLM lays it out (CPU or CUDA),
     a transformers model's own cache (--model-cache), vLLM itself (--engine vllm), or a vLLM
-    start-up log (--from-vllm-log). Exit 0 all agree, 1 a disagreement, 3 the probe cannot run here."""
+    or SGLang start-up log (--from-vllm-log, --from-sglang-log, --from-log). Exit 0 all agree, 1 a disagreement, 3 the probe cannot run here."""
     from kvcalc.app.probe_report import ProbeReport
     from kvcalc.render.probe import render_probe
     from kvcalc.sources.resolve import resolve
@@ -81,8 +90,13 @@ def probe(
         max_num_batched_tokens=max_num_batched_tokens, max_concurrent_batches=max_concurrent_batches,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
     )
+    if from_log:
+        from_vllm_log, from_sglang_log = _which_log(from_log, from_vllm_log, from_sglang_log)
     resolved = resolve(model, revision=revision)
     report = ProbeReport(resolved.spec.name, resolved.source)
+    if from_sglang_log:
+        report.checks.append(_sglang_log_check(resolved, settings, from_sglang_log, sglang_version, dict(
+            tp=tp, kv_dtype=kv_dtype, max_model_len=max_model_len, block_size=block_size, mem_fraction_static=mem_fraction_static)))
     if from_vllm_log:
         from kvcalc.probe.vllm_log import probe_log
 
@@ -90,7 +104,7 @@ def probe(
             probe_log(resolved, settings, from_vllm_log, vllm_version_given=vllm_version, tp_given=tp is not None,
                       pp_given=pp is not None, kv_dtype_given=kv_dtype is not None)
         )
-    if alloc or not (model_cache or engine or from_vllm_log):
+    if alloc or not (model_cache or engine or from_vllm_log or from_sglang_log):
         from kvcalc.probe.alloc import probe_allocation
 
         report.checks.append(
@@ -110,6 +124,31 @@ def probe(
     o.emit(render_probe(fmt, report, u))
     if report.exit_code:
         raise typer.Exit(report.exit_code)
+
+
+def _sglang_log_check(resolved: Any, settings: Settings, path: str, version: str | None, given: dict[str, Any]) -> Any:
+    """The SGLang log check; the flags given on the command line win over the log's server_args."""
+    from kvcalc.probe.sglang_log import probe_sglang_log
+
+    mfs = given["mem_fraction_static"]
+    s = settings.with_(mem_fraction_static=mfs) if mfs is not None else settings
+    return probe_sglang_log(resolved, s, path, sglang_version_given=version, given={k: v is not None for k, v in given.items()})
+
+
+def _which_log(path: str, vllm: str | None, sglang: str | None) -> tuple[str | None, str | None]:
+    """--from-log: an SGLang launch log when it has SGLang's own start-up lines, else a vLLM one."""
+    from pathlib import Path
+
+    from kvcalc.errors import KvcalcError
+    from kvcalc.probe.sglang_log import looks_like_sglang
+
+    if vllm or sglang:
+        raise KvcalcError("--from-log replaces --from-vllm-log / --from-sglang-log: give one of them")
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise KvcalcError(f"--from-log: cannot read {path!r}: {exc.strerror or exc}") from None
+    return (None, path) if looks_like_sglang(text) else (path, None)
 
 
 def _settings(*, tp: int | None, pp: int | None, kv_dtype: str | None, vllm_version: str | None,

@@ -105,7 +105,7 @@ def compare_document(c: Comparison, units: str = "iec") -> Document:
         if "kv_dtype" not in c.varying:
             kinds = sorted({r.result.footprint.cache.kv_dtype.name for r in ok})
             doc.facts.append(("kv cache dtype", ", ".join(kinds)))
-        doc.facts.append(("rules", f"vLLM {first.vllm_version}"))
+        doc.facts.append(("rules", ", ".join(dict.fromkeys(r.result.rules for r in ok if r.result is not None))))
     if variants:
         groups = sorted({r.group for r in rows})
         if len(groups) == 1:

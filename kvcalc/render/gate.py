@@ -56,6 +56,7 @@ def gate_payload(report: GateReport, units: str = "iec") -> dict[str, Any]:
                 "message": message(o, units) or None,
                 "suggestions": [{"key": s.key, "value": s.value, "actual": s.actual} for s in o.suggestions],
                 "line": o.line,
+                "rules": o.result.rules if o.result is not None else None,  # "vLLM 0.33", "SGLang 0.5.23"
             }
             for o in report.outcomes
         ],

@@ -12,6 +12,10 @@ if TYPE_CHECKING:
 
 
 def pool_document(r: PoolReport, units: str = "iec") -> Document:
+    if getattr(r, "engine", "vllm") == "sglang":
+        from kvcalc.render.sglang_pool import sglang_pool_document
+
+        return sglang_pool_document(r, units)  # type: ignore[arg-type]
     i = r.inputs
     L = i.max_model_len
     doc = Document(f"KV pool per GPU — vLLM {i.vllm_version} rules")
@@ -56,9 +60,14 @@ def pool_document(r: PoolReport, units: str = "iec") -> Document:
 
 
 def pool_payload(r: PoolReport) -> dict[str, Any]:
-    """The pool as the JSON contract's ``pool`` object."""
+    """The pool as the JSON contract's ``pool`` object (the same keys for both engines)."""
+    if getattr(r, "engine", "vllm") == "sglang":
+        from kvcalc.render.sglang_pool import sglang_pool_payload
+
+        return sglang_pool_payload(r)  # type: ignore[arg-type]
     i = r.inputs
     return {
+        "engine": "vllm",
         "vllm_version": i.vllm_version,
         "gpu": i.gpu_name,
         "gpu_memory_bytes": i.gpu_memory_bytes,
@@ -120,7 +129,11 @@ def pool_payload(r: PoolReport) -> dict[str, Any]:
 
 
 def log_line(r: PoolReport) -> str:
-    """The capacity line vLLM logs at start-up, in the format of the release line."""
+    """The capacity line vLLM logs at start-up, in the format of the release line (SGLang: its KV line)."""
+    if getattr(r, "engine", "vllm") == "sglang":
+        from kvcalc.core.sglang_pool import log_summary
+
+        return log_summary(r)  # type: ignore[arg-type]
     L = r.inputs.max_model_len
     if r.inputs.vllm_version == "0.20":
         return (

@@ -67,6 +67,7 @@ def size_payload(r: SizeResult) -> dict[str, Any]:
             "layer_groups": layer_groups(fp),
         },
         "vllm_version": r.vllm_version,
+        **{"engine": r.engine, "sglang_version": r.sglang_version, "rules": r.rules},
         "kv_dtype": fp.cache.kv_dtype.name,
         "kv_bytes_per_element": fp.cache.kv_dtype.bytes,
         "block_size": fp.cache.block_size,
@@ -158,7 +159,7 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
     fp = r.footprint
     m = fp.model
     p = fp.plan
-    doc = Document(f"KV cache of {m.name} — vLLM {r.vllm_version} rules")
+    doc = Document(f"KV cache of {m.name} — {r.rules} rules")
     doc.facts = [
         ("model", f"{m.model_type}, {m.num_layers} layers, {m.attention}, {m.num_attention_heads} query heads, "
                   f"{m.num_kv_heads} KV heads, head_dim {m.head_dim}, dtype {m.dtype}"),

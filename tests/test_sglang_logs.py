@@ -1,0 +1,210 @@
+"""SGLang's pool against the real launch logs of tests/data/sglang-logs/ (INDEX.json).
+
+SGLang prints free memory and pool sizes in GiB ("GB") rounded to 0.01, so the bytes it had
+are within +-0.005 GiB of a printed figure. For each log below, the range of token counts
+those two ends allow is derived here by hand from the logged figures and the model's shape
+(bytes per token written out), never from kvcalc's output:
+
+    rest = A - P x (1 - mem_fraction_static)        (GiB; A after, P before the weights)
+    tokens = int(rest x 2^30) // bytes_per_token     (then the --max-total-tokens cap)
+
+kvcalc is given the logged (rounded) figures and must land inside that range, and so must
+the logged count; the K/V sizes it would log must equal the logged ones.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvcalc.core.sglang import parse_release, rules_for
+
+LOGS = Path(__file__).parent / "data" / "sglang-logs"
+INDEX = {e["file"]: e for e in json.loads((LOGS / "INDEX.json").read_text())}
+GIB = 1 << 30
+HALF = 0.005  # half of the last printed digit, GiB
+
+# Qwen/QwQ-32B has no preset: its config (Qwen2.5-32B geometry), as on the Hub
+QWQ_CONFIG = {
+    "architectures": ["Qwen2ForCausalLM"], "hidden_size": 5120, "intermediate_size": 27648, "max_position_embeddings": 131072,
+    "model_type": "qwen2", "num_attention_heads": 40, "num_hidden_layers": 64, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "use_sliding_window": False, "vocab_size": 152064,
+}
+
+
+def token_range(p: float, a: float, mfs: float, cell: int) -> tuple[int, int]:
+    """The token counts the printed P and A (each +-0.005 GiB) allow."""
+    lo = (a - HALF) - (p + HALF) * (1 - mfs)
+    hi = (a + HALF) - (p - HALF) * (1 - mfs)
+    return int(lo * GIB) // cell, int(hi * GIB) // cell
+
+
+def gb(n: int) -> str:
+    return f"{n / GIB:.2f}"
+
+
+# file -> (model, extra flags, bytes per token per GPU by hand, K bytes per token, V bytes per token or None for MLA)
+REPLAY = {
+    # 64 layers x 2 KV heads per rank (8 / TP 4) x 128 x 2 (K, V) x 2 B
+    "llms-in-clouds-qwq-32b-0.4.3.post4.log": ("QWQ", ["--tp", "4"], 64 * 2 * 128 * 2 * 2, 64 * 2 * 128 * 2),
+    # 32 layers x 8 KV heads x 128 x 2 x 2 B
+    "docs-sglang-send-request-llama-3.1-8b-instruct-dated-2025-01.log": (
+        "llama-3.1-8b-instruct", [], 32 * 8 * 128 * 2 * 2, 32 * 8 * 128 * 2,
+    ),
+    # MLA: 61 layers x (512 latent + 64 rope) x 2 B, the same on every TP rank
+    "amd-issues-kimi-k2.5-0.5.8.post1-rocm.log": ("kimi-k2-instruct", ["--tp", "8"], 61 * 576 * 2, 61 * 576 * 2),
+}
+# the version each log's rules follow when the log does not print it (INDEX.json says how it was dated)
+VERSIONS = {
+    "llms-in-clouds-qwq-32b-0.4.3.post4.log": "0.4.3.post4",
+    "docs-sglang-send-request-llama-3.1-8b-instruct-dated-2025-01.log": "0.4.1",
+    "amd-issues-kimi-k2.5-0.5.8.post1-rocm.log": "0.5.8.post1",
+}
+
+
+@pytest.fixture()
+def qwq(tmp_path: Path) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(QWQ_CONFIG))
+    return str(path)
+
+
+def _model(name: str, qwq: str) -> str:
+    return qwq if name == "QWQ" else name
+
+
+def _logged_p_a(e: dict) -> tuple[float, float]:
+    lg = e["logged"]
+    p = lg.get("avail_mem_before_weights_min_over_ranks_gb", lg["avail_mem_before_weights_gb"])
+    a = lg.get("avail_mem_after_weights_min_over_ranks_gb", lg["avail_mem_after_weights_gb"])
+    return p, a
+
+
+@pytest.mark.parametrize("file", sorted(REPLAY))
+def test_tokens_from_logged_memory(file: str, run_json, qwq: str) -> None:
+    e = INDEX[file]
+    model, extra, cell, k_cell = REPLAY[file]
+    p, a = _logged_p_a(e)
+    mfs = e["settings"]["mem_fraction_static"]
+    lo, hi = token_range(p, a, mfs, cell)
+    logged = e["logged"].get("kv_tokens", e["logged"].get("max_total_num_tokens"))
+    assert lo <= logged <= hi, "the hand rule itself must explain the log"
+    out = run_json(
+        "size", _model(model, qwq), "--engine", "sglang", "--sglang-version", VERSIONS[file], *extra,
+        "--free-before-weights", f"{p}GiB", "--free-after-weights", f"{a}GiB", "--mem-fraction-static", str(mfs),
+    )
+    pool = out["pool"]
+    assert pool["engine"] == "sglang" and pool["sglang_version"] == VERSIONS[file]
+    assert pool["bytes_per_token"] == cell
+    assert lo <= pool["max_total_num_tokens"] <= hi
+    assert pool["pool_tokens"] == pool["max_total_num_tokens"]
+    if "max_total_num_tokens" in e["logged"]:
+        assert abs(pool["max_total_num_tokens"] - e["logged"]["max_total_num_tokens"]) <= hi - lo
+    if "max_running_requests" in e["logged"]:
+        assert pool["max_running_requests"] == e["logged"]["max_running_requests"]
+    if "context_len" in e["logged"]:
+        assert pool["context_len"] == e["logged"]["context_len"]
+    # the size it would log is within the token window of the logged one (exact sizes: the geometry test)
+    logged_gb = e["logged"].get("kv_size_gb", e["logged"].get("k_size_gb"))
+    assert abs(pool["k_size_bytes"] / GIB - logged_gb) <= (hi - lo) * k_cell / GIB + HALF
+
+
+def test_cap_wins_over_the_profiled_pool(run_json) -> None:
+    """gpt-oss-20b (dummy weights), fp8_e5m2, --max-total-tokens 4096 at mem_fraction_static 0.12."""
+    e = INDEX["pr-11024-gpt-oss-20b-dated-2025-09.log"]
+    p, a = _logged_p_a(e)
+    # rest = 91.91 - 94.63 x 0.88 = 8.64 GiB: far more than 4096 tokens of any layer count
+    assert a - p * (1 - 0.12) > 8
+    out = run_json(
+        "size", "gpt-oss-20b", "--engine", "sglang", "--sglang-version", "0.5.3", "--kv-cache-dtype", "fp8_e5m2",
+        "--max-total-tokens", "4096", "--mem-fraction-static", "0.12",
+        "--free-before-weights", f"{p}GiB", "--free-after-weights", f"{a}GiB",
+    )
+    assert out["pool"]["max_total_num_tokens"] == e["logged"]["max_total_num_tokens"] == 4096
+    assert out["pool"]["swa_tokens"] is None  # 0.5.1-0.5.6 disable the sliding-window pool for gpt-oss
+
+
+# file -> (model, flags, K bytes per token per GPU by hand). Undated logs get a release of their
+# date whose KV line has the logged format (no "dtype:" before 0.5.16).
+GEOMETRY = {
+    # Llama-3.1-8B, TP 1: 32 x 8 x 128 x 2 B
+    "thesis-llama-3.1-8b-instruct-dated-2025-07.log": ("llama-3.1-8b-instruct", ["--sglang-version", "0.4.10"], 32 * 8 * 128 * 2),
+    # Qwen3-235B-A22B, TP 4: 94 layers x 1 KV head per rank (4 / 4) x 128 x 2 B (bf16 KV for the FP8 checkpoint)
+    "vllm-issue-21348-qwen3-235b-a22b-fp8-unknown.log": ("qwen3-235b-a22b", ["--tp", "4", "--sglang-version", "0.4.10"], 94 * 1 * 128 * 2),
+    # Qwen3-32B, TP 4: 64 x 2 x 128 x 2 B
+    "pr-22537-qwen3-b200-unknown.log": ("qwen3-32b", ["--tp", "4", "--sglang-version", "0.5.10"], 64 * 2 * 128 * 2),
+    # Qwen3-Omni thinker = Qwen3-30B-A3B, TP 4: 48 x 1 x 128 x 2 B
+    "pr-15909-qwen3-omni-30b-a3b-dated-2025-12.log": ("qwen3-30b-a3b", ["--tp", "4", "--sglang-version", "0.5.6"], 48 * 1 * 128 * 2),
+    # Llama-3.x-70B, TP 8 (inferred from the bytes per token): 80 x 1 x 128 x 2 B
+    "pr-11716-unknown-model-dated-2025-10.log": ("llama-3.1-70b", ["--tp", "8", "--sglang-version", "0.5.3"], 80 * 1 * 128 * 2),
+    "llms-in-clouds-qwq-32b-0.4.3.post4.log": ("QWQ", ["--tp", "4", "--sglang-version", "0.4.3.post4"], 64 * 2 * 128 * 2),
+    "docs-sglang-send-request-llama-3.1-8b-instruct-dated-2025-01.log": (
+        "llama-3.1-8b-instruct", ["--sglang-version", "0.4.1"], 32 * 8 * 128 * 2,
+    ),
+    # MLA: 61 x 576 x 2 B, one latent buffer ("KV size")
+    "amd-issues-kimi-k2.5-0.5.8.post1-rocm.log": ("kimi-k2-instruct", ["--tp", "8", "--sglang-version", "0.5.8.post1"], 61 * 576 * 2),
+}
+
+
+@pytest.mark.parametrize("file", sorted(GEOMETRY))
+def test_logged_sizes_from_logged_tokens(file: str, run_json, qwq: str) -> None:
+    """Given the logged #tokens (as a cap on a large pool), kvcalc's K and V sizes are the logged ones."""
+    e = INDEX[file]
+    model, flags, k_cell = GEOMETRY[file]
+    tokens = e["logged"].get("kv_tokens", e["logged"].get("max_total_num_tokens"))
+    logged_k = e["logged"].get("k_size_gb", e["logged"].get("kv_size_gb"))
+    assert gb((tokens + 1) * k_cell) == f"{logged_k:.2f}"  # +1: the padding slot (page size 1)
+    out = run_json(
+        "size", _model(model, qwq), "--engine", "sglang", *flags, "--max-total-tokens", str(tokens),
+        "--free-before-weights", "2000GiB", "--free-after-weights", "1900GiB", "--mem-fraction-static", "0.9",
+    )
+    pool = out["pool"]
+    assert pool["max_total_num_tokens"] == tokens
+    assert gb(pool["k_size_bytes"]) == f"{logged_k:.2f}"
+    if "v_size_gb" in e["logged"]:
+        assert gb(pool["v_size_bytes"]) == f"{e['logged']['v_size_gb']:.2f}"
+    else:
+        assert pool["v_size_bytes"] == 0
+    log = (LOGS / file).read_text()
+    for line in pool["kv_log_lines"]:  # the line kvcalc would print is in the log, verbatim
+        assert line in log
+
+
+def test_index_covers_the_suite() -> None:
+    """Every log is accounted for: replayed, size-checked, or listed with why it cannot be."""
+    not_checkable = {
+        "issue-4161-deepseek-v3-dated-2025-03.log": "no pre-load figure nor mem_fraction_static",
+        "issue-7691-deepseek-r1-0.4.8.post1-rocm.log": "negative profiled value not explained by the rule (ROCm, DP attention)",
+        "issue-29575-unknown-model-unknown.log": "scheduler line only, model unknown",
+        "pr-18039-mimo-v2-flash-unknown.log": "no preset for MiMo-V2-Flash",
+        "pr-15464-mimo-v2-flash-unknown.log": "no preset for MiMo-V2-Flash",
+        "inferencex-2128-deepseek-v4-pro-unknown.log": "DeepSeek-V4 multi-pool: not modelled",
+        "pr-18040-granite-4.0-h-micro-unknown.log": "no preset for granite-4.0-h (mamba state size unknown)",
+        "issue-4330-error-0.4.3.post2.log": "no memory figures",
+        "kvcached-198-gpt-oss-20b-dated-2025-10.log": "crashed before the pool",
+        "ktransformers-1870-qwen3.5-moe-dated-2026-02.log": "model id and pre-load figure not logged",
+    }
+    covered = set(REPLAY) | set(GEOMETRY) | set(not_checkable) | {"pr-11024-gpt-oss-20b-dated-2025-09.log"}
+    assert covered == set(INDEX)
+    assert len(INDEX) >= 15
+
+
+def test_mimo_swa_split_by_hand() -> None:
+    """PR 18039 (page 64, ratio 0.8): swa_layer_tokens = page_floor(full x 0.8)."""
+    e = INDEX["pr-18039-mimo-v2-flash-unknown.log"]["logged"]
+    full = e["full_layer_tokens"]
+    assert int(full * 0.8) // 64 * 64 == e["swa_layer_tokens"]
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [("0.4.3.post4", "0.4.3.post4"), ("0.4.3.post2", "0.4.1"), ("v0.5.8.post1", "0.5.6"), ("0.5.10rc1", "0.5.10"),
+     ("0.4.8.post1", "0.4.6"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23")],
+)
+def test_release_lines(text: str, line: str) -> None:
+    got, why = rules_for(text)
+    assert got.label == line
+    assert ("newer than the newest" in why) == (parse_release(text) > parse_release("0.5.23"))
