@@ -65,6 +65,13 @@ def _utilization(s: Settings, line: RuleLine) -> tuple[float, str]:
     return float(util), "--gpu-memory-utilization"
 
 
+def _sm(s: Settings, gpu_name: str | None) -> int:
+    """The GPU's compute capability x 10 from the catalog (0 when unknown)."""
+    if gpu_name is None or s.gpu is None or str(s.gpu).strip().lower() == "auto":
+        return 0
+    return find_gpu(s.gpu).sm
+
+
 def _rule_line(s: Settings, version: str) -> RuleLine:
     """The release line of the budget: the release as given (``version`` is the pool rules' name)."""
     try:
@@ -101,10 +108,12 @@ def _scheduler(
     )
 
 
-def _weights(s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None) -> tuple[tuple[int, ...], str]:
+def _weights(
+    s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, sm: int = 0
+) -> tuple[tuple[int, ...], str]:
     """Weights on one GPU of each PP stage, and their source."""
     quant = _quantization(s)
-    est = estimate_weights(model, plan, quant)
+    est = estimate_weights(model, plan, quant, marlin=0 < sm < 90)
     weights_flag = _size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
         return est.bytes_per_stage, f"{est.method}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
@@ -236,7 +245,7 @@ def budget_inputs(
     assert total is not None  # _bypass answers when there is no total
     # vLLM request_memory: ceil(total x utilization) from 0.14; the float product before
     requested = math.ceil(total * util) if line.request_ceil else int(total * util)
-    weights, src = _weights(s, model, plan, checkpoint)
+    weights, src = _weights(s, model, plan, checkpoint, _sm(s, gpu_name))
     mnbt = common["max_num_batched_tokens"]
     shapes = _shapes(model, cache)
     seqs = _max_num_seqs(s, line, total, gpu_name)

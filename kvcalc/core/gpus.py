@@ -32,27 +32,28 @@ class Gpu:
     source: str
     aliases: tuple[str, ...] = ()
     cuda: bool = False  # the figure is CUDA's total (mem_get_info), not nvidia-smi's
+    sm: int = 0  # CUDA compute capability x 10 (0: not NVIDIA); picks kernels that pad weights
 
 
 CATALOG: tuple[Gpu, ...] = (
     Gpu("H100-80GB", _gib(79.18), _ISSUE14 + "; vLLM 0.6 logs on H100 print total_gpu_memory 79.22GiB (PR 12126)",
-        ("H100", "H100-SXM", "H100-SXM5-80GB", "H100-80GB-HBM3"), True),
-    Gpu("H100-PCIe", 81559 * MIB, _SMI, ("H100-PCIE-80GB",)),
-    Gpu("H100-NVL", 95830 * MIB, _SMI, ("H100NVL",)),
-    Gpu("H200", _gib(139.80), _OOM.format("139.80") + " (8xH200; others print 139.72-139.81)", ("H200-141GB", "H200-SXM"), True),
-    Gpu("H20", 97871 * MIB, _SMI, ()),
-    Gpu("B200", 183359 * MIB, _SMI, ("B200-180GB",)),
-    Gpu("GB200", 186 * 10**9, "vendor size 186 GB (HBM3e per GPU; CUDA reports less)", ()),
+        ("H100", "H100-SXM", "H100-SXM5-80GB", "H100-80GB-HBM3"), True, sm=90),
+    Gpu("H100-PCIe", 81559 * MIB, _SMI, ("H100-PCIE-80GB",), sm=90),
+    Gpu("H100-NVL", 95830 * MIB, _SMI, ("H100NVL",), sm=90),
+    Gpu("H200", _gib(139.80), _OOM.format("139.80") + " (8xH200; others print 139.72-139.81)", ("H200-141GB", "H200-SXM"), True, sm=90),
+    Gpu("H20", 97871 * MIB, _SMI, (), sm=90),
+    Gpu("B200", 183359 * MIB, _SMI, ("B200-180GB",), sm=100),
+    Gpu("GB200", 186 * 10**9, "vendor size 186 GB (HBM3e per GPU; CUDA reports less)", (), sm=100),
     Gpu("A100-80GB", _gib(79.25), _ISSUE14 + "; dennislee22 vLLM 0.10.1.1 A100 logs at two utilizations imply 79.28",
-        ("A100-SXM4-80GB", "A100-PCIE-80GB"), True),
-    Gpu("A100-40GB", 40960 * MIB, _MODAL, ("A100", "A100-SXM4-40GB")),
-    Gpu("L40S", _gib(44.40), _OOM.format("44.40") + " (an L40S campaign; others print 44.39-44.53)", (), True),
-    Gpu("L4", 23034 * MIB, _MODAL, ()),
-    Gpu("A10G", 23028 * MIB, f"{_MODAL} (A10; the A10G reports the same 24 GB class)", ("A10",)),
-    Gpu("T4", 15360 * MIB, _MODAL, ()),
-    Gpu("RTX-5090", 32607 * MIB, _SMI, ("5090", "RTX5090")),
-    Gpu("RTX-4090", 24564 * MIB, _SMI, ("4090", "RTX4090")),
-    Gpu("RTX-3090", 24576 * MIB, _SMI, ("3090", "RTX3090")),
+        ("A100-SXM4-80GB", "A100-PCIE-80GB"), True, sm=80),
+    Gpu("A100-40GB", 40960 * MIB, _MODAL, ("A100", "A100-SXM4-40GB"), sm=80),
+    Gpu("L40S", _gib(44.40), _OOM.format("44.40") + " (an L40S campaign; others print 44.39-44.53)", (), True, sm=89),
+    Gpu("L4", 23034 * MIB, _MODAL, (), sm=89),
+    Gpu("A10G", 23028 * MIB, f"{_MODAL} (A10; the A10G reports the same 24 GB class)", ("A10",), sm=86),
+    Gpu("T4", 15360 * MIB, _MODAL, (), sm=75),
+    Gpu("RTX-5090", 32607 * MIB, _SMI, ("5090", "RTX5090"), sm=120),
+    Gpu("RTX-4090", 24564 * MIB, _SMI, ("4090", "RTX4090"), sm=89),
+    Gpu("RTX-3090", 24576 * MIB, _SMI, ("3090", "RTX3090"), sm=86),
     Gpu("MI300X", 192 * GIB, "AMD specification: 192 GB HBM3 (binary GiB as ROCm reports it)", ()),
     Gpu("MI325X", 256 * GIB, "AMD specification: 256 GB HBM3E (binary GiB as ROCm reports it)", ()),
 )

@@ -142,17 +142,40 @@ def quant_bytes(quant: dict, method: str, dt: int) -> tuple[float, float, str]:
     return float(dt), float(dt), ""
 
 
-def estimate_weights(model: ModelSpec, plan: ParallelPlan, quantization: str | None = None) -> WeightEstimate:
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def marlin_mxfp4_factor(hidden: int, moe_inter: int, tp: int) -> float:
+    """Expert bytes grow by this factor under the Marlin MXFP4 MoE kernel (GPUs before sm90):
+    the per-rank intermediate size is padded to 128 and the hidden size to 256
+    (vllm==0.11.0: model_executor/layers/quantization/mxfp4.py:189-200, backend at :95)."""
+    if not hidden or not moe_inter:
+        return 1.0
+    per_rank = max(moe_inter // tp, 1)
+    return (_round_up(per_rank, 128) / per_rank) * (_round_up(hidden, 256) / hidden)
+
+
+def estimate_weights(
+    model: ModelSpec, plan: ParallelPlan, quantization: str | None = None, marlin: bool = False
+) -> WeightEstimate:
     """Parameters of the whole model and bytes per GPU of each PP stage (computed once per
-    model, TP size, PP split and quantization)."""
+    model, TP size, PP split and quantization). ``marlin``: the GPU predates sm90, so MXFP4
+    experts load through the Marlin kernel and are padded."""
     # ``arch`` is left out of a model's ==/hash: its identity is part of the key (the
     # cached model keeps it alive, so the id cannot be reused while the entry exists)
-    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization)
+    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, marlin)
 
 
 @lru_cache(maxsize=512)
 def _estimate(
-    model: ModelSpec, _arch_id: int, tp: int, pp: int, pp_layers: tuple[int, ...] | None, quantization: str | None = None
+    model: ModelSpec,
+    _arch_id: int,
+    tp: int,
+    pp: int,
+    pp_layers: tuple[int, ...] | None,
+    quantization: str | None = None,
+    marlin: bool = False,
 ) -> WeightEstimate:
     a = model.arch
     h = _get(a, "hidden_size", "d_model", "n_embd")
@@ -162,6 +185,9 @@ def _estimate(
     quant = quant if isinstance(quant, dict) else {}
     method = quantization or str(quant.get("quant_method") or "").lower()
     linear_b, expert_b, quant_how = quant_bytes(quant, method, dt)
+    if marlin and method == "mxfp4":
+        expert_b *= marlin_mxfp4_factor(h, _get(a, "moe_intermediate_size", "intermediate_size"), tp)
+        quant_how += ", padded for the Marlin MoE kernel (GPU before sm90)"
     tied = bool(a.get("tie_word_embeddings", False))
     kv_replicated = (not model.mla) and model.num_kv_heads and tp > model.num_kv_heads
     kinds: dict[int, str] = {}
