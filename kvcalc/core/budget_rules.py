@@ -86,7 +86,7 @@ def sampler_bytes_per_element(line: RuleLine, sampler: str | None, dtype_bytes: 
         base, how = line.sampler_bytes, line.sampler_path
         if line.sampler_path == SAMPLER_NATIVE_OR_FI:
             how = "native sort (pip install without FlashInfer; --sampler flashinfer for images that ship it)"
-    extra = 2 * (dtype_bytes - 2) if dtype_bytes > 2 else 0  # fp32 logits: 4 B, not 2
+    extra = dtype_bytes - 2 if dtype_bytes > 2 else 0  # fp32 logits: 4 B, not 2
     return base + extra, how
 
 
