@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from kvcalc.core.record import record
 from kvcalc.core.vllm_rules import (
+    BATCH_70GIB,
     BATCH_160GIB_NO_GB10,
     BATCH_BY_NAME,
     BATCH_BY_NAME_SEQS,
-    BATCH_70GIB,
     SAMPLER_NATIVE_OR_FI,
     RuleLine,
 )

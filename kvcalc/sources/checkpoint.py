@@ -53,7 +53,7 @@ def _tensors(path: Path, header: dict, data_size: int) -> dict:
         if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in shape):
             raise ConfigError(f"{path}: tensor {name!r} has an invalid shape {shape!r}")
         ok = isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
-        if not ok or not (0 <= offsets[0] <= offsets[1] <= data_size):
+        if not ok or not isinstance(offsets, list) or not (0 <= offsets[0] <= offsets[1] <= data_size):
             raise ConfigError(f"{path}: tensor {name!r} has data offsets {offsets!r} outside the file")
         if not isinstance(dtype, str):
             raise ConfigError(f"{path}: tensor {name!r} has no dtype")
