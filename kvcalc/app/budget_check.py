@@ -22,6 +22,7 @@ TERMS: dict[str, tuple[str, str]] = {
     "non_torch_gib": ("non_torch", "non-torch forward increase memory"),
     "cudagraph_gib": ("cudagraphs", "Estimated CUDA graph memory"),
     "available_kv_gib": ("available", "Available KV cache memory"),
+    "consumed_gib": ("consumed", "consumed memory (weights + non-torch)"),
 }
 
 
@@ -51,7 +52,12 @@ def predict(model: ModelSpec, s: Settings, checkpoint: dict | None = None) -> tu
                             ("cudagraphs", "CUDA graphs"), ("available", "KV cache memory"), ("requested", "requested")):
             if marker in name:
                 by_kind[key] = t
-    return {k: t.bytes for k, t in by_kind.items()}, {k: t.source for k, t in by_kind.items()}
+    values = {k: t.bytes for k, t in by_kind.items()}
+    srcs = {k: t.source for k, t in by_kind.items()}
+    if "weights" in values and "non_torch" in values:
+        values["consumed"] = values["weights"] + values["non_torch"]
+        srcs["consumed"] = "weights + non-torch (0.27+ measure both as one free-memory delta)"
+    return values, srcs
 
 
 def _pool_line(version: str) -> str:

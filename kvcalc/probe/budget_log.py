@@ -20,8 +20,9 @@ from kvcalc.errors import KvcalcError
 _NUM = r"(-?\d+(?:\.\d+)?)"
 FIGURES: dict[str, re.Pattern[str]] = {
     "weights_gib": re.compile(r"Model loading took\s*" + _NUM + r"\s*GiB"),
-    "torch_peak_gib": re.compile(r"torch peak memory increase:\s*" + _NUM + r"\s*GiB"),
-    "non_torch_gib": re.compile(r"non-torch forward increase memory:\s*" + _NUM + r"\s*GiB"),
+    "torch_peak_gib": re.compile(r"(?:torch peak memory increase:\s*" + _NUM + r"\s*GiB|" + _NUM + r" GiB for peak activation)"),
+    "non_torch_gib": re.compile(r"(?:non-torch forward increase memory:\s*" + _NUM + r"\s*GiB|" + _NUM + r" GiB for non-torch memory)"),
+    "consumed_gib": re.compile(_NUM + r" GiB for consumed memory"),
     "cudagraph_gib": re.compile(r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB"),
     "available_kv_gib": re.compile(r"Available KV cache memory:\s*" + _NUM + r"\s*GiB"),
     "total_gib": re.compile(r"(?:Free memory on device \(\s*[\d.]+\s*/\s*|total_gpu_memory \()" + _NUM),
@@ -41,9 +42,9 @@ def parse_budget(text: str) -> tuple[dict[str, float], dict[str, Any]]:
     term when several workers print it (the engine keeps the smallest worker)."""
     figures: dict[str, float] = {}
     for key, rx in FIGURES.items():
-        values = [float(m.group(1)) for m in rx.finditer(text)]
+        values = [float(next(g for g in m.groups() if g is not None)) for m in rx.finditer(text)]
         if values:
-            figures[key] = max(values) if key in ("weights_gib", "torch_peak_gib", "total_gib") else min(values)
+            figures[key] = min(values) if key == "available_kv_gib" else max(values)
     settings: dict[str, Any] = {}
     for key, rx in SETTINGS.items():
         m = rx.search(text)
