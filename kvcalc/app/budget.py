@@ -113,7 +113,12 @@ def _weights(
 ) -> tuple[tuple[int, ...], str]:
     """Weights on one GPU of each PP stage, and their source."""
     quant = _quantization(s)
-    est = estimate_weights(model, plan, quant, marlin=0 < sm < 90)
+    dtype = None
+    if s.dtype not in (None, "auto"):
+        from kvcalc.app.service import model_dtype
+
+        dtype = model_dtype(model, s)
+    est = estimate_weights(model, plan, quant, marlin=0 < sm < 90, dtype=dtype)
     weights_flag = _size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
         return est.bytes_per_stage, f"{est.method}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"

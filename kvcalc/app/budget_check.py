@@ -36,15 +36,19 @@ class TermRow:
     source: str
 
 
-def predict(model: ModelSpec, s: Settings, checkpoint: dict | None = None) -> tuple[dict[str, int], dict[str, str]]:
-    """kvcalc's terms (bytes, first PP stage's worst case) and their sources for settings ``s``."""
+def predict(
+    model: ModelSpec, s: Settings, checkpoint: dict | None = None, stage: int | None = None
+) -> tuple[dict[str, int], dict[str, str]]:
+    """kvcalc's terms (bytes) and their sources for settings ``s``: of PP stage ``stage``, or of
+    the stage with the least KV memory (the one whose block count vLLM keeps)."""
     from kvcalc.app import service
     from kvcalc.app.budget import budget_inputs
 
     pool_rules = s.with_(vllm_version=_pool_line(s.vllm_version))
     setup = service._setup(model, pool_rules)
     inputs = budget_inputs(model, s, setup.plan, setup.cache, setup.max_model_len, setup.version, checkpoint)
-    stage = min(range(len(inputs.available_per_stage)), key=lambda i: inputs.available_per_stage[i])
+    if stage is None:
+        stage = min(range(len(inputs.available_per_stage)), key=lambda i: inputs.available_per_stage[i])
     terms = {t.name: t for t in inputs.terms[stage]}
     by_kind: dict[str, Any] = {}
     for name, t in terms.items():

@@ -157,14 +157,15 @@ def marlin_mxfp4_factor(hidden: int, moe_inter: int, tp: int) -> float:
 
 
 def estimate_weights(
-    model: ModelSpec, plan: ParallelPlan, quantization: str | None = None, marlin: bool = False
+    model: ModelSpec, plan: ParallelPlan, quantization: str | None = None, marlin: bool = False, dtype: str | None = None
 ) -> WeightEstimate:
     """Parameters of the whole model and bytes per GPU of each PP stage (computed once per
     model, TP size, PP split and quantization). ``marlin``: the GPU predates sm90, so MXFP4
-    experts load through the Marlin kernel and are padded."""
+    experts load through the Marlin kernel and are padded. ``dtype``: ``--dtype`` when it
+    overrides the checkpoint's."""
     # ``arch`` is left out of a model's ==/hash: its identity is part of the key (the
     # cached model keeps it alive, so the id cannot be reused while the entry exists)
-    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, marlin)
+    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, marlin, dtype)
 
 
 @lru_cache(maxsize=512)
@@ -176,11 +177,12 @@ def _estimate(
     pp_layers: tuple[int, ...] | None,
     quantization: str | None = None,
     marlin: bool = False,
+    dtype: str | None = None,
 ) -> WeightEstimate:
     a = model.arch
     h = _get(a, "hidden_size", "d_model", "n_embd")
     vocab = _get(a, "vocab_size")
-    dt = MODEL_DTYPES[model.dtype]
+    dt = MODEL_DTYPES[dtype or model.dtype]
     quant = a.get("quantization_config") or {}
     quant = quant if isinstance(quant, dict) else {}
     method = quantization or str(quant.get("quant_method") or "").lower()
