@@ -17,7 +17,6 @@ GIB = 1 << 30
 _ISSUE14 = "mem_get_info total measured with vLLM 0.11 (issue 14)"
 _SMI = "nvidia-smi total (CUDA reports ~0.5 GiB less; not verified by kvcalc)"
 _MODAL = "nvidia-smi total, listed in modal-labs/modal-client PR #2797 (CUDA reports ~0.5 GiB less)"
-_OOM = "torch 'GPU 0 has a total capacity of {} GiB' in a public run log on this GPU"
 
 
 def _gib(x: float) -> int:
@@ -40,14 +39,16 @@ CATALOG: tuple[Gpu, ...] = (
         ("H100", "H100-SXM", "H100-SXM5-80GB", "H100-80GB-HBM3"), True, sm=90),
     Gpu("H100-PCIe", 81559 * MIB, _SMI, ("H100-PCIE-80GB",), sm=90),
     Gpu("H100-NVL", 95830 * MIB, _SMI, ("H100NVL",), sm=90),
-    Gpu("H200", _gib(139.80), _OOM.format("139.80") + " (8xH200; others print 139.72-139.81)", ("H200-141GB", "H200-SXM"), True, sm=90),
+    Gpu("H200", _gib(139.80), "vLLM log 'Free memory on device (137.64/139.8 GiB) on startup' on H200 (public run notes; "
+        "torch OOM messages on 8xH200 print 139.80)", ("H200-141GB", "H200-SXM"), True, sm=90),
     Gpu("H20", 97871 * MIB, _SMI, (), sm=90),
     Gpu("B200", 183359 * MIB, _SMI, ("B200-180GB",), sm=100),
     Gpu("GB200", 186 * 10**9, "vendor size 186 GB (HBM3e per GPU; CUDA reports less)", (), sm=100),
     Gpu("A100-80GB", _gib(79.25), _ISSUE14 + "; dennislee22 vLLM 0.10.1.1 A100 logs at two utilizations imply 79.28",
         ("A100-SXM4-80GB", "A100-PCIE-80GB"), True, sm=80),
     Gpu("A100-40GB", 40960 * MIB, _MODAL, ("A100", "A100-SXM4-40GB"), sm=80),
-    Gpu("L40S", _gib(44.40), _OOM.format("44.40") + " (an L40S campaign; others print 44.39-44.53)", (), True, sm=89),
+    Gpu("L40S", _gib(44.39), "vLLM log 'Free memory on device (16.17/44.39 GiB) on startup' on L40S (public run notes; "
+        "torch OOM messages print 44.39-44.40)", (), True, sm=89),
     Gpu("L4", 23034 * MIB, _MODAL, (), sm=89),
     Gpu("A10G", 23028 * MIB, f"{_MODAL} (A10; the A10G reports the same 24 GB class)", ("A10",), sm=86),
     Gpu("T4", 15360 * MIB, _MODAL, (), sm=75),
