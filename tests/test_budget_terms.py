@@ -119,3 +119,14 @@ def test_probe_budget_rows() -> None:
     by = {r.what.split(":")[1].split("(")[0].strip(): r for r in rows}
     assert set(by) == {"weights", "available"} and all(r.info for r in rows)
     assert abs(by["available"].predicted - by["available"].measured) < 0.25 * GIB
+
+
+def test_parse_budget_reads_the_sampler_and_the_actual_usage_line() -> None:
+    text = ("INFO [topk_topp_sampler.py:50] Using FlashInfer for top-p & top-k sampling.\n"
+            "INFO [gpu_worker.py:391] Free memory on device (23.08/23.53 GiB) on startup. Desired GPU memory utilization is "
+            "(0.8, 18.82 GiB). Actual usage is 8.8 GiB for weight, 1.4 GiB for peak activation, 0.02 GiB for non-torch "
+            "memory, and 0.68 GiB for CUDAGraph memory.\nINFO Available KV cache memory: 8.60 GiB\n")
+    figures, settings = parse_budget(text)
+    assert figures == {"weights_gib": 8.8, "torch_peak_gib": 1.4, "non_torch_gib": 0.02, "available_kv_gib": 8.6,
+                       "total_gib": 23.53}
+    assert settings == {"gpu_memory_utilization": 0.8, "sampler": "flashinfer"}

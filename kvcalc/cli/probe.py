@@ -33,6 +33,13 @@ ProbeVersion = Annotated[
 ]
 
 
+# the budget's inputs, for comparing a log's budget terms (issue 14)
+ProbeGpu = o.setting_option("gpu")
+ProbeGpuMemory = o.setting_option("gpu_memory")
+ProbeMaxNumSeqs = o.setting_option("max_num_seqs")
+ProbeSampler = o.setting_option("sampler")
+
+
 def register(app: typer.Typer) -> None:
     app.command("probe")(probe)
 
@@ -62,6 +69,10 @@ def probe(
     max_num_batched_tokens: o.MaxNumBatchedTokens = None,
     max_concurrent_batches: o.MaxConcurrentBatches = None,
     disable_hybrid_kv_cache_manager: o.DisableHybrid = False,
+    gpu: ProbeGpu = None,
+    gpu_memory: ProbeGpuMemory = None,
+    max_num_seqs: ProbeMaxNumSeqs = None,
+    sampler: ProbeSampler = None,
     revision: o.Revision = None,
     format: o.Format = "table",
     units: o.Units = "iec",
@@ -80,6 +91,7 @@ def probe(
         vllm_version=vllm_version, gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory=kv_cache_memory,
         max_num_batched_tokens=max_num_batched_tokens, max_concurrent_batches=max_concurrent_batches,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
+        gpu=gpu, gpu_memory=gpu_memory, max_num_seqs=max_num_seqs, sampler=sampler,
     )
     resolved = resolve(model, revision=revision)
     report = ProbeReport(resolved.spec.name, resolved.source)

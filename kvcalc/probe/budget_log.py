@@ -19,7 +19,7 @@ from kvcalc.errors import KvcalcError
 
 _NUM = r"(-?\d+(?:\.\d+)?)"
 FIGURES: dict[str, re.Pattern[str]] = {
-    "weights_gib": re.compile(r"Model loading took\s*" + _NUM + r"\s*GiB"),
+    "weights_gib": re.compile(r"(?:Model loading took\s*" + _NUM + r"\s*GiB|" + _NUM + r" GiB for weight\b)"),
     "torch_peak_gib": re.compile(r"(?:torch peak memory increase:\s*" + _NUM + r"\s*GiB|" + _NUM + r" GiB for peak activation)"),
     "non_torch_gib": re.compile(r"(?:non-torch forward increase memory:\s*" + _NUM + r"\s*GiB|" + _NUM + r" GiB for non-torch memory)"),
     "consumed_gib": re.compile(_NUM + r" GiB for consumed memory"),
@@ -28,7 +28,9 @@ FIGURES: dict[str, re.Pattern[str]] = {
     "total_gib": re.compile(r"(?:Free memory on device \(\s*[\d.]+\s*/\s*|total_gpu_memory \()" + _NUM),
 }
 SETTINGS: dict[str, re.Pattern[str]] = {
-    "gpu_memory_utilization": re.compile(r"gpu_memory_utilization['\"]?\s*[:=]\s*" + _NUM),
+    "gpu_memory_utilization": re.compile(
+        r"(?:gpu_memory_utilization['\"]?\s*[:=]\s*|Desired GPU memory utilization is \(|Requested memory:\s*)" + _NUM
+    ),
     "max_num_seqs": re.compile(r"max_num_seqs['\"]?\s*[:=]\s*(\d+)"),
     "max_num_batched_tokens": re.compile(r"max_num_batched_tokens['\"]?\s*[:=]\s*(\d+)"),
     "enforce_eager": re.compile(r"enforce_eager['\"]?\s*[:=]\s*(True|False)"),
