@@ -130,3 +130,11 @@ def test_parse_budget_reads_the_sampler_and_the_actual_usage_line() -> None:
     assert figures == {"weights_gib": 8.8, "torch_peak_gib": 1.4, "non_torch_gib": 0.02, "available_kv_gib": 8.6,
                        "total_gib": 23.53}
     assert settings == {"gpu_memory_utilization": 0.8, "sampler": "flashinfer"}
+
+
+def test_nvls_buffers_only_on_hopper_nvswitch_with_tp() -> None:
+    h100_tp2 = _budget(gpu="H100-80GB", vllm_version="0.19.0", max_model_len=8192, tp=2)["non_torch"]
+    a100_tp2 = _budget(gpu="A100-80GB", vllm_version="0.19.0", max_model_len=8192, tp=2)["non_torch"]
+    h100_tp1 = _budget(gpu="H100-80GB", vllm_version="0.19.0", max_model_len=8192)["non_torch"]
+    assert h100_tp2 - a100_tp2 == 2415919104  # NCCL NVLS (vllm#9699)
+    assert h100_tp1 < a100_tp2 < GIB

@@ -188,11 +188,12 @@ def _activation(
     return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]})"
 
 
-def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan) -> tuple[int, str]:
+def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan, gpu_name: str | None) -> tuple[int, str]:
     over = _size(s.overhead_bytes, named("overhead_bytes"))
     if over is not None:
         return over, "--overhead-bytes"
-    return non_torch(line, plan.tp, plan.pp)
+    gpu = find_gpu(s.gpu) if gpu_name is not None and _sm(s, gpu_name) else None
+    return non_torch(line, plan.tp, plan.pp, nvls=gpu is not None and gpu.nvswitch and gpu.sm >= 90)
 
 
 def _cudagraphs(s: Settings, line: RuleLine, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: int) -> tuple[int, str]:
@@ -254,7 +255,7 @@ def budget_inputs(
     mnbt = common["max_num_batched_tokens"]
     shapes = _shapes(model, cache)
     seqs = _max_num_seqs(s, line, total, gpu_name)
-    over, over_src = _overhead(s, line, plan)
+    over, over_src = _overhead(s, line, plan, gpu_name)
     graph, graph_src = _cudagraphs(s, line, shapes, plan, mnbt, seqs[0])
     notes: list[str] = []
     if model.encoder_decoder or any(k in model.arch for k in ("vision_config", "audio_config")):

@@ -35,6 +35,9 @@ NON_TORCH_BASE = 32 * MIB
 # (vllm distributed/device_communicators/custom_all_reduce.py): an 8 MiB IPC buffer + signal
 NCCL_PER_PEER = 4 * MIB * 2 * 16
 CUSTOM_ALL_REDUCE = 2 * 8 * MIB
+# NCCL NVLS (NVLink SHARP, Hopper and later behind an NVSwitch): NCCL's log on 8 H200 in
+# vllm-project/vllm#9699 prints "nvlsPerRankSize 301989888 nvlsTotalSize 2415919104"
+NVLS_TOTAL = 2415919104
 # 0.8.x charges the CUDA context too (cudaFree(0) + torch's kernels under lazy loading)
 CUDA_CONTEXT = 512 * MIB
 # every captured graph: vLLM counts at least 1 MiB (gpu_model_runner.profile_cudagraph_memory);
@@ -121,9 +124,9 @@ def profile_peak(s: Shapes, tp: int, mnbt: int, rows: int, bpe: int) -> tuple[in
     )
 
 
-def non_torch(line: RuleLine, tp: int, pp: int) -> tuple[int, str]:
-    """Non-torch memory charged to the budget: NCCL/custom all-reduce with TP/PP, kernel
-    modules; in 0.8.x the CUDA context as well."""
+def non_torch(line: RuleLine, tp: int, pp: int, nvls: bool = False) -> tuple[int, str]:
+    """Non-torch memory charged to the budget: NCCL/custom all-reduce with TP/PP (NVLS buffers
+    on NVSwitch GPUs from Hopper on), kernel modules; in 0.8.x the CUDA context as well."""
     peers = (tp - 1) + (1 if pp > 1 else 0)
     total = NON_TORCH_BASE + peers * NCCL_PER_PEER + (CUSTOM_ALL_REDUCE if tp > 1 else 0)
     how = "estimate: kernel modules 32 MiB"
@@ -131,6 +134,9 @@ def non_torch(line: RuleLine, tp: int, pp: int) -> tuple[int, str]:
         how += f" + NCCL {peers} peer(s) x 128 MiB"
     if tp > 1:
         how += " + custom all-reduce 16 MiB"
+    if tp > 1 and nvls:
+        total += NVLS_TOTAL
+        how += " + NCCL NVLS buffers 2.25 GiB (vllm#9699's NCCL log; NCCL_NVLS_ENABLE=0 drops them)"
     if line.cuda_context_charged:
         total += CUDA_CONTEXT
         how += " + CUDA context 512 MiB (charged in 0.8.x)"

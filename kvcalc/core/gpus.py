@@ -32,21 +32,22 @@ class Gpu:
     aliases: tuple[str, ...] = ()
     cuda: bool = False  # the figure is CUDA's total (mem_get_info), not nvidia-smi's
     sm: int = 0  # CUDA compute capability x 10 (0: not NVIDIA); picks kernels that pad weights
+    nvswitch: bool = False  # SXM boards behind an NVSwitch: NCCL uses NVLS from sm90 on
 
 
 CATALOG: tuple[Gpu, ...] = (
     Gpu("H100-80GB", _gib(79.18), _ISSUE14 + "; vLLM 0.6 logs on H100 print total_gpu_memory 79.22GiB (PR 12126)",
-        ("H100", "H100-SXM", "H100-SXM5-80GB", "H100-80GB-HBM3"), True, sm=90),
+        ("H100", "H100-SXM", "H100-SXM5-80GB", "H100-80GB-HBM3"), True, sm=90, nvswitch=True),
     Gpu("H100-PCIe", 81559 * MIB, _SMI, ("H100-PCIE-80GB",), sm=90),
     Gpu("H100-NVL", 95830 * MIB, _SMI, ("H100NVL",), sm=90),
     Gpu("H200", _gib(139.80), "vLLM log 'Free memory on device (137.64/139.8 GiB) on startup' on H200 (public run notes; "
-        "torch OOM messages on 8xH200 print 139.80)", ("H200-141GB", "H200-SXM"), True, sm=90),
-    Gpu("H20", 97871 * MIB, _SMI, (), sm=90),
-    Gpu("B200", 183359 * MIB, _SMI, ("B200-180GB",), sm=100),
-    Gpu("GB200", 186 * 10**9, "vendor size 186 GB (HBM3e per GPU; CUDA reports less)", (), sm=100),
+        "torch OOM messages on 8xH200 print 139.80)", ("H200-141GB", "H200-SXM"), True, sm=90, nvswitch=True),
+    Gpu("H20", 97871 * MIB, _SMI, (), sm=90, nvswitch=True),
+    Gpu("B200", 183359 * MIB, _SMI, ("B200-180GB",), sm=100, nvswitch=True),
+    Gpu("GB200", 186 * 10**9, "vendor size 186 GB (HBM3e per GPU; CUDA reports less)", (), sm=100, nvswitch=True),
     Gpu("A100-80GB", _gib(79.25), _ISSUE14 + "; dennislee22 vLLM 0.10.1.1 A100 logs at two utilizations imply 79.28",
-        ("A100-SXM4-80GB", "A100-PCIE-80GB"), True, sm=80),
-    Gpu("A100-40GB", 40960 * MIB, _MODAL, ("A100", "A100-SXM4-40GB"), sm=80),
+        ("A100-SXM4-80GB", "A100-PCIE-80GB"), True, sm=80, nvswitch=True),
+    Gpu("A100-40GB", 40960 * MIB, _MODAL, ("A100", "A100-SXM4-40GB"), sm=80, nvswitch=True),
     Gpu("L40S", _gib(44.39), "vLLM log 'Free memory on device (16.17/44.39 GiB) on startup' on L40S (public run notes; "
         "torch OOM messages print 44.39-44.40)", (), True, sm=89),
     Gpu("L4", 23034 * MIB, _MODAL, (), sm=89),
