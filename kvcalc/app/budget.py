@@ -192,7 +192,7 @@ def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan, gpu_name: str | N
     over = _size(s.overhead_bytes, named("overhead_bytes"))
     if over is not None:
         return over, "--overhead-bytes"
-    gpu = find_gpu(s.gpu) if gpu_name is not None and _sm(s, gpu_name) else None
+    gpu = find_gpu(s.gpu) if s.gpu is not None and _sm(s, gpu_name) else None
     return non_torch(line, plan.tp, plan.pp, nvls=gpu is not None and gpu.nvswitch and gpu.sm >= 90)
 
 

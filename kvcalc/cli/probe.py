@@ -33,13 +33,6 @@ ProbeVersion = Annotated[
 ]
 
 
-# the budget's inputs, for comparing a log's budget terms (issue 14)
-ProbeGpu = o.setting_option("gpu")
-ProbeGpuMemory = o.setting_option("gpu_memory")
-ProbeMaxNumSeqs = o.setting_option("max_num_seqs")
-ProbeSampler = o.setting_option("sampler")
-
-
 def register(app: typer.Typer) -> None:
     app.command("probe")(probe)
 
@@ -69,10 +62,10 @@ def probe(
     max_num_batched_tokens: o.MaxNumBatchedTokens = None,
     max_concurrent_batches: o.MaxConcurrentBatches = None,
     disable_hybrid_kv_cache_manager: o.DisableHybrid = False,
-    gpu: ProbeGpu = None,
-    gpu_memory: ProbeGpuMemory = None,
-    max_num_seqs: ProbeMaxNumSeqs = None,
-    sampler: ProbeSampler = None,
+    gpu: o.Gpu = None,
+    gpu_memory: o.GpuMemory = None,
+    max_num_seqs: o.MaxNumSeqs = None,
+    sampler: o.Sampler = None,
     revision: o.Revision = None,
     format: o.Format = "table",
     units: o.Units = "iec",
