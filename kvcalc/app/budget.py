@@ -19,6 +19,7 @@ from kvcalc.core.budget_rules import (
     profile_peak,
     sampler_bytes_per_element,
 )
+from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.engine import default_max_num_batched_tokens, max_concurrent_batches
 from kvcalc.core.footprint import CacheSettings
 from kvcalc.core.gpus import find_gpu
@@ -109,15 +110,14 @@ def _scheduler(
 
 
 def _weights(
-    s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, sm: int = 0
+    s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, sm: int = 0, dtype_bytes: int = 0
 ) -> tuple[tuple[int, ...], str]:
-    """Weights on one GPU of each PP stage, and their source."""
+    """Weights on one GPU of each PP stage, and their source. ``dtype_bytes``: the model dtype's
+    size after --dtype (the cache settings carry it)."""
     quant = _quantization(s)
     dtype = None
-    if s.dtype not in (None, "auto"):
-        from kvcalc.app.service import model_dtype
-
-        dtype = model_dtype(model, s)
+    if s.dtype not in (None, "auto") and dtype_bytes and dtype_bytes != MODEL_DTYPES[model.dtype]:
+        dtype = next(name for name, size in MODEL_DTYPES.items() if size == dtype_bytes)
     est = estimate_weights(model, plan, quant, marlin=0 < sm < 90, dtype=dtype)
     weights_flag = _size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
@@ -251,7 +251,7 @@ def budget_inputs(
     assert total is not None  # _bypass answers when there is no total
     # vLLM request_memory: ceil(total x utilization) from 0.14; the float product before
     requested = math.ceil(total * util) if line.request_ceil else int(total * util)
-    weights, src = _weights(s, model, plan, checkpoint, _sm(s, gpu_name))
+    weights, src = _weights(s, model, plan, checkpoint, _sm(s, gpu_name), cache.mamba_dtype_bytes)
     mnbt = common["max_num_batched_tokens"]
     shapes = _shapes(model, cache)
     seqs = _max_num_seqs(s, line, total, gpu_name)
