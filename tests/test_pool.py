@@ -159,7 +159,8 @@ def test_bad_pool_inputs(run):
 def test_gpu_catalog_lists_sources(run_json):
     rows = run_json("gpus")
     h100 = next(r for r in rows if r["name"] == "H100-80GB")
-    assert h100["memory_bytes"] == 81559 * 2**20  # nvidia-smi: 81559 MiB
+    assert h100["memory_bytes"] == round(79.18 * 2**30)  # CUDA's total (mem_get_info), not nvidia-smi's 81559 MiB
+    assert h100["cuda_total"] and "mem_get_info" in h100["source"]
     assert all(r["source"] for r in rows)
     assert h100["default_max_num_batched_tokens"] == 8192  # >= 70 GiB, not an A100
     a100 = next(r for r in rows if r["name"] == "A100-80GB")

@@ -8,6 +8,18 @@ import math
 from typing import Any
 
 from kvcalc.app.settings import Settings
+from kvcalc.core.budget_rules import (
+    SAMPLERS,
+    Shapes,
+    capture_sizes,
+    cudagraph_estimate,
+    default_max_num_seqs,
+    forward_per_token,
+    non_torch,
+    profile_peak,
+    sampler_bytes_per_element,
+)
+from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.engine import default_max_num_batched_tokens, max_concurrent_batches
 from kvcalc.core.footprint import CacheSettings
 from kvcalc.core.gpus import find_gpu
@@ -15,11 +27,11 @@ from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
 from kvcalc.core.units import format_bytes, parse_size
-from kvcalc.core.weights import arch_int, estimate_weights
+from kvcalc.core.vllm_rules import RuleLine, rules_for
+from kvcalc.core.weights import QUANTIZATIONS, arch_int, estimate_weights
 from kvcalc.errors import PlanError, named
 
 MIB = 1 << 20
-DEFAULT_UTILIZATION = 0.92
 
 
 def _size(value: Any, flag: str) -> int | None:
@@ -29,9 +41,14 @@ def _size(value: Any, flag: str) -> int | None:
 def _gpu_total(s: Settings) -> tuple[str | None, int | None, str]:
     """The GPU's name, its total memory and where the figure comes from."""
     gpu_name, total, source = None, None, ""
-    if s.gpu is not None:
+    if s.gpu is not None and str(s.gpu).strip().lower() == "auto":
+        from kvcalc.sources.localgpu import detect
+
+        gpu_name, total, source = detect()
+    elif s.gpu is not None:
         gpu = find_gpu(s.gpu)
-        gpu_name, total, source = gpu.name, gpu.memory_bytes, f"catalog {gpu.name}: {gpu.source}"
+        gpu_name, total = gpu.name, gpu.memory_bytes
+        source = f"catalog {gpu.name}: " + (gpu.source if gpu.cuda else f"{gpu.source}; pass --gpu-memory with vLLM's figure")
     if s.gpu_memory is not None:
         total = parse_size(s.gpu_memory, named("gpu_memory"))
         source = "--gpu-memory"
@@ -40,11 +57,28 @@ def _gpu_total(s: Settings) -> tuple[str | None, int | None, str]:
     return gpu_name, total, source
 
 
-def _utilization(s: Settings) -> float:
-    util = DEFAULT_UTILIZATION if s.gpu_memory_utilization is None else s.gpu_memory_utilization
+def _utilization(s: Settings, line: RuleLine) -> tuple[float, str]:
+    if s.gpu_memory_utilization is None:
+        return line.default_utilization, f"vLLM {line.label} default {line.default_utilization}"
+    util = s.gpu_memory_utilization
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not (0 < util <= 1) or util != util:
         raise PlanError(f"{named('gpu_memory_utilization')} must be in (0, 1], got {util!r}")
-    return float(util)
+    return float(util), "--gpu-memory-utilization"
+
+
+def _sm(s: Settings, gpu_name: str | None) -> int:
+    """The GPU's compute capability x 10 from the catalog (0 when unknown)."""
+    if gpu_name is None or s.gpu is None or str(s.gpu).strip().lower() == "auto":
+        return 0
+    return find_gpu(s.gpu).sm
+
+
+def _rule_line(s: Settings, version: str) -> RuleLine:
+    """The release line of the budget: the release as given (``version`` is the pool rules' name)."""
+    try:
+        return rules_for(str(s.vllm_version))[0]
+    except PlanError:
+        return rules_for(version)[0]
 
 
 def _scheduler(
@@ -75,9 +109,16 @@ def _scheduler(
     )
 
 
-def _weights(s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None) -> tuple[tuple[int, ...], str]:
-    """Weights on one GPU of each PP stage, and their source."""
-    est = estimate_weights(model, plan)
+def _weights(
+    s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, sm: int = 0, dtype_bytes: int = 0
+) -> tuple[tuple[int, ...], str]:
+    """Weights on one GPU of each PP stage, and their source. ``dtype_bytes``: the model dtype's
+    size after --dtype (the cache settings carry it)."""
+    quant = _quantization(s)
+    dtype = None
+    if s.dtype not in (None, "auto") and dtype_bytes and dtype_bytes != MODEL_DTYPES[model.dtype]:
+        dtype = next(name for name, size in MODEL_DTYPES.items() if size == dtype_bytes)
+    est = estimate_weights(model, plan, quant, marlin=0 < sm < 90, dtype=dtype)
     weights_flag = _size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
         return est.bytes_per_stage, f"{est.method}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
@@ -93,35 +134,83 @@ def _weights(s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict
     return weights, src
 
 
-def _activation(s: Settings, model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, mnbt: int) -> tuple[int, str]:
-    act = _size(s.activation_bytes, named("activation_bytes"))
-    if act is not None:
-        return act, "--activation-bytes"
+def _quantization(s: Settings) -> str | None:
+    q = s.quantization
+    if q is None:
+        return None
+    key = str(q).strip().lower()
+    if key not in QUANTIZATIONS:
+        raise PlanError(f"{named('quantization')} {q!r} is not known; valid: {', '.join(QUANTIZATIONS)}")
+    return key
+
+
+def _shapes(model: ModelSpec, cache: CacheSettings) -> Shapes:
     a = model.arch
-    h = arch_int(a, "hidden_size") or arch_int(a, "d_model")
-    inter = arch_int(a, "intermediate_size") or arch_int(a, "moe_intermediate_size") or 4 * h
-    vocab = arch_int(a, "vocab_size")
-    dt = cache.mamba_dtype_bytes
-    act = mnbt * (4 * h + 2 * inter // plan.tp) * dt + 256 * vocab // plan.tp * 4
-    return act, (
-        "estimate: max_num_batched_tokens x (4 x hidden + 2 x intermediate / TP) x dtype + 256 sequences of fp32 "
-        "logits (vLLM profiles the real peak; pass --activation-bytes from its log)"
+    h = arch_int(a, "hidden_size", "d_model", "n_embd")
+    experts = arch_int(a, "n_routed_experts", "num_experts", "num_local_experts")
+    dense = arch_int(a, "intermediate_size", "ffn_dim", "d_ff", "n_inner")
+    return Shapes(
+        hidden=h,
+        intermediate=dense if (dense or experts) else 4 * h,
+        moe_intermediate=arch_int(a, "moe_intermediate_size", "intermediate_size") if experts else 0,
+        experts=experts,
+        top_k=arch_int(a, "num_experts_per_tok", "experts_per_token", "moe_topk", "top_k", default=2) if experts else 0,
+        q_width=model.num_attention_heads * model.head_dim,
+        kv_width=model.num_kv_heads * (model.head_dim + model.head_dim_v) // 2,
+        vocab=arch_int(a, "vocab_size"),
+        dtype_bytes=cache.mamba_dtype_bytes,
     )
 
 
-def _overhead(s: Settings, plan: ParallelPlan) -> tuple[int, str]:
+def _max_num_seqs(s: Settings, line: RuleLine, total: int | None, gpu_name: str | None) -> tuple[int, str]:
+    if s.max_num_seqs is not None:
+        if isinstance(s.max_num_seqs, bool) or not isinstance(s.max_num_seqs, int) or s.max_num_seqs < 1:
+            raise PlanError(f"{named('max_num_seqs')} must be a positive integer, got {s.max_num_seqs!r}")
+        return s.max_num_seqs, "--max-num-seqs"
+    return default_max_num_seqs(line, total, gpu_name)
+
+
+def _activation(
+    s: Settings, line: RuleLine, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: tuple[int, str], last_stage: bool
+) -> tuple[int, str]:
+    """torch peak increase of vLLM's profile_run on one GPU of a stage."""
+    act = _size(s.activation_bytes, named("activation_bytes"))
+    if act is not None:
+        return act, "--activation-bytes"
+    if s.sampler is not None and s.sampler not in SAMPLERS:
+        raise PlanError(f"{named('sampler')} {s.sampler!r} is not known; valid: {', '.join(SAMPLERS)}")
+    if not last_stage:  # the dummy sampler runs on the last PP rank only
+        per_token, which = forward_per_token(shapes, plan.tp)
+        return mnbt * per_token, f"estimate: forward over {mnbt} tokens ({which}); the sampler runs on the last PP stage"
+    bpe, path = sampler_bytes_per_element(line, s.sampler, shapes.dtype_bytes)
+    rows = min(mnbt, seqs[0])
+    peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe)
+    return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]})"
+
+
+def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan, gpu_name: str | None) -> tuple[int, str]:
     over = _size(s.overhead_bytes, named("overhead_bytes"))
     if over is not None:
         return over, "--overhead-bytes"
-    over = 512 * MIB + (256 * MIB if plan.tp * plan.pp > 1 else 0)
-    return over, "estimate: CUDA context 512 MiB (+256 MiB NCCL buffers when TP x PP > 1); pass --overhead-bytes"
+    gpu = find_gpu(s.gpu) if s.gpu is not None and _sm(s, gpu_name) else None
+    return non_torch(line, plan.tp, plan.pp, nvls=gpu is not None and gpu.nvswitch and gpu.sm >= 90)
 
 
-def _cudagraphs(s: Settings) -> tuple[int, str]:
+def _cudagraphs(s: Settings, line: RuleLine, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: int) -> tuple[int, str]:
     graph = _size(s.cudagraph_bytes, named("cudagraph_bytes"))
     if graph is not None:
         return graph, "--cudagraph-bytes"
-    return 512 * MIB, "estimate: CUDA graphs 512 MiB (vLLM subtracts its profiled figure by default; 0 with --enforce-eager)"
+    if s.enforce_eager:
+        return 0, "--enforce-eager: no CUDA graphs"
+    if not line.cudagraphs_subtracted:
+        return 0, f"vLLM {line.label} does not subtract CUDA graphs (captured after sizing, out of the 1 - utilization headroom)"
+    if s.cudagraph_capture_sizes:
+        sizes = tuple(sorted({int(x) for x in str(s.cudagraph_capture_sizes).split(",") if x.strip()}))
+        if not sizes or min(sizes) < 1:
+            raise PlanError(f"{named('cudagraph_capture_sizes')} must be positive integers, got {s.cudagraph_capture_sizes!r}")
+    else:
+        sizes = capture_sizes(seqs, mnbt)
+    return cudagraph_estimate(shapes, plan.tp, sizes, seqs)
 
 
 def _bypass(s: Settings, plan: ParallelPlan, total: int | None, common: dict[str, Any]) -> PoolInputs | None:
@@ -153,22 +242,25 @@ def budget_inputs(
     checkpoint: dict | None,
 ) -> PoolInputs:
     gpu_name, total, total_source = _gpu_total(s)
-    util = _utilization(s)
+    line = _rule_line(s, version)
+    util, util_src = _utilization(s, line)
     common = _scheduler(s, plan, total, gpu_name, version, max_model_len)
     bypass = _bypass(s, plan, total, common)
     if bypass is not None:
         return bypass
     assert total is not None  # _bypass answers when there is no total
-    requested = math.ceil(total * util)  # vLLM request_memory: ceil(total x utilization)
-    weights, src = _weights(s, model, plan, checkpoint)
-    act, act_src = _activation(s, model, plan, cache, common["max_num_batched_tokens"])
-    over, over_src = _overhead(s, plan)
-    graph, graph_src = _cudagraphs(s)
+    # vLLM request_memory: ceil(total x utilization) from 0.14; the float product before
+    requested = math.ceil(total * util) if line.request_ceil else int(total * util)
+    weights, src = _weights(s, model, plan, checkpoint, _sm(s, gpu_name), cache.mamba_dtype_bytes)
+    mnbt = common["max_num_batched_tokens"]
+    shapes = _shapes(model, cache)
+    seqs = _max_num_seqs(s, line, total, gpu_name)
+    over, over_src = _overhead(s, line, plan, gpu_name)
+    graph, graph_src = _cudagraphs(s, line, shapes, plan, mnbt, seqs[0])
     notes: list[str] = []
-    if version == "0.20":
-        notes.append("vLLM 0.20 profiled weights + torch peak + non-torch memory; 0.33 measures the free-memory delta: the same terms here")
-    util_src = "--gpu-memory-utilization" if s.gpu_memory_utilization is not None else "vLLM default 0.92"
-    available, terms = [], []
+    if model.encoder_decoder or any(k in model.arch for k in ("vision_config", "audio_config")):
+        notes.append("the multimodal/encoder profile run is not modelled: pass --activation-bytes from vLLM's log")
+    available, terms, acts = [], [], []
     for stage, w in enumerate(weights):
         if w > requested:
             raise PlanError(
@@ -176,17 +268,20 @@ def budget_inputs(
                 f"use ({format_bytes(requested)} = {util} x {format_bytes(total)}); use more GPUs ({named('tp')}/{named('pp')}), a larger GPU "
                 f"or a higher {named('gpu_memory_utilization')}"
             )
+        act, act_src = _activation(s, line, shapes, plan, mnbt, seqs, stage == len(weights) - 1)
         kv = requested - w - act - over - graph
         available.append(kv)
+        acts.append(act)
+        how = "ceil(total x utilization)" if line.request_ceil else "total x utilization"
         terms.append(
             (
-                BudgetTerm("GPU memory", total, total_source),
-                BudgetTerm(f"requested = ceil(total x {util})", requested, util_src),
+                BudgetTerm("GPU memory (CUDA total)", total, total_source),
+                BudgetTerm(f"requested = {how}, {util}", requested, util_src),
                 BudgetTerm(f"- weights on this GPU (stage {stage})", w, src),
-                BudgetTerm("- activation peak", act, act_src),
+                BudgetTerm("- profile-run peak (torch)", act, act_src),
                 BudgetTerm("- non-torch memory", over, over_src),
                 BudgetTerm("- CUDA graphs", graph, graph_src),
-                BudgetTerm("= KV cache memory per GPU", kv, "derived"),
+                BudgetTerm("= KV cache memory per GPU", kv, f"derived (vLLM {line.label} determine_available_memory)"),
             )
         )
     return PoolInputs(
@@ -195,7 +290,7 @@ def budget_inputs(
         gpu_memory_utilization=util,
         requested_bytes=requested,
         weights_bytes_per_stage=tuple(weights),
-        activation_bytes=act,
+        activation_bytes=max(acts),
         overhead_bytes=over,
         cudagraph_bytes=graph,
         notes=tuple(notes),

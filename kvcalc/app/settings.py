@@ -217,6 +217,38 @@ class Settings:
         kind=POSITIVE,
         panel=ENGINE,
     )
+    max_num_seqs: int | None = setting(
+        None,
+        "--max-num-seqs",
+        help="Most requests in one step; sizes the profile run's dummy sampler (default: vLLM's for the release and GPU)",
+        kind=POSITIVE,
+        panel=ENGINE,
+    )
+    enforce_eager: bool = setting(
+        False, "--enforce-eager", help="No CUDA graphs: the CUDA-graph term is 0", kind=BOOL, panel=ENGINE
+    )
+    cudagraph_capture_sizes: str | None = setting(
+        None,
+        "--cudagraph-capture-sizes",
+        help="Batch sizes captured as CUDA graphs, e.g. 1,2,4,8 (default: vLLM's from max_num_seqs)",
+        kind=INT_LIST,
+        panel=ENGINE,
+    )
+    quantization: str | None = setting(
+        None,
+        "--quantization",
+        "-q",
+        help="Weights quantization when the config has none: fp8 | fp8_e4m3 | mxfp4 | awq | gptq | compressed-tensors | bitsandbytes",
+        kind=TEXT,
+        panel=MODEL,
+    )
+    sampler: str | None = setting(
+        None,
+        "--sampler",
+        help="Top-k/top-p path of vLLM's profile run: auto (the release's) | native | flashinfer | triton | v2",
+        kind=TEXT,
+        panel=BUDGET,
+    )
     num_gpu_blocks_override: int | None = setting(
         None, "--num-gpu-blocks-override", help="Force the number of blocks", kind=POSITIVE, panel=ENGINE
     )

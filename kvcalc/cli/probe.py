@@ -71,6 +71,10 @@ def probe(
     max_num_batched_tokens: o.MaxNumBatchedTokens = None,
     max_concurrent_batches: o.MaxConcurrentBatches = None,
     disable_hybrid_kv_cache_manager: o.DisableHybrid = False,
+    gpu: o.Gpu = None,
+    gpu_memory: o.GpuMemory = None,
+    max_num_seqs: o.MaxNumSeqs = None,
+    sampler: o.Sampler = None,
     revision: o.Revision = None,
     format: o.Format = "table",
     units: o.Units = "iec",
@@ -89,6 +93,7 @@ def probe(
         vllm_version=vllm_version, gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory=kv_cache_memory,
         max_num_batched_tokens=max_num_batched_tokens, max_concurrent_batches=max_concurrent_batches,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
+        gpu=gpu, gpu_memory=gpu_memory, max_num_seqs=max_num_seqs, sampler=sampler,
     )
     if from_log:
         from_vllm_log, from_sglang_log = _which_log(from_log, from_vllm_log, from_sglang_log)

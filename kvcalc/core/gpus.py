@@ -1,8 +1,10 @@
-"""GPU catalog: total memory in bytes as the driver reports it, with the figure's source.
+"""GPU catalog: total memory in bytes as CUDA reports it, with the figure's source.
 
-vLLM's budget is ``ceil(total x gpu_memory_utilization)`` where total is what CUDA reports
-(``torch.cuda.mem_get_info``), a little under the marketed size. Pass ``--gpu-memory``
-with the exact figure from ``nvidia-smi`` or vLLM's log when it matters.
+vLLM sizes its budget from ``torch.cuda.mem_get_info()[1]`` (the same figure as torch's
+"GPU 0 has a total capacity of X GiB"), a little under nvidia-smi's total. Entries marked
+``cuda=True`` hold that figure from a log line or a public measurement; the others hold
+nvidia-smi's total or the vendor's size (an upper bound: pass ``--gpu-memory`` with the
+figure from vLLM's log, or ``--gpu auto`` on the machine itself).
 """
 
 from __future__ import annotations
@@ -12,8 +14,14 @@ from kvcalc.errors import PlanError, named
 
 MIB = 1 << 20
 GIB = 1 << 30
-_MODAL = "nvidia-smi total, listed in modal-labs/modal-client PR #2797"
-_COMMON = "nvidia-smi total as commonly reported (not verified by kvcalc; pass --gpu-memory for yours)"
+_ISSUE14 = "mem_get_info total measured with vLLM 0.11 (issue 14)"
+_SMI = "nvidia-smi total (CUDA reports ~0.5 GiB less; not verified by kvcalc)"
+_MODAL = "nvidia-smi total, listed in modal-labs/modal-client PR #2797 (CUDA reports ~0.5 GiB less)"
+
+
+def _gib(x: float) -> int:
+    """A figure printed to 0.01 GiB, in bytes (the middle of what rounds to it)."""
+    return round(x * GIB)
 
 
 @record
@@ -22,23 +30,34 @@ class Gpu:
     memory_bytes: int
     source: str
     aliases: tuple[str, ...] = ()
+    cuda: bool = False  # the figure is CUDA's total (mem_get_info), not nvidia-smi's
+    sm: int = 0  # CUDA compute capability x 10 (0: not NVIDIA); picks kernels that pad weights
+    nvswitch: bool = False  # SXM boards behind an NVSwitch: NCCL uses NVLS from sm90 on
 
 
 CATALOG: tuple[Gpu, ...] = (
-    Gpu("H100-80GB", 81559 * MIB, _MODAL, ("H100", "H100-SXM", "H100-PCIE", "H100-80GB-HBM3")),
-    Gpu("H100-NVL", 95830 * MIB, _COMMON, ("H100NVL",)),
-    Gpu("H200", 143771 * MIB, _COMMON, ("H200-141GB", "H200-SXM")),
-    Gpu("H20", 97871 * MIB, _COMMON, ()),
-    Gpu("B200", 183359 * MIB, _COMMON, ("B200-180GB",)),
-    Gpu("A100-80GB", 81920 * MIB, _MODAL, ("A100-SXM4-80GB", "A100-PCIE-80GB")),
-    Gpu("A100-40GB", 40960 * MIB, _MODAL, ("A100", "A100-SXM4-40GB")),
-    Gpu("L40S", 46068 * MIB, _MODAL, ()),
-    Gpu("L4", 23034 * MIB, _MODAL, ()),
-    Gpu("A10G", 23028 * MIB, f"{_MODAL} (A10; the A10G reports the same 24 GB class)", ("A10",)),
-    Gpu("T4", 15360 * MIB, _MODAL, ()),
-    Gpu("RTX-4090", 24564 * MIB, _COMMON, ("4090", "RTX4090")),
-    Gpu("RTX-3090", 24576 * MIB, _COMMON, ("3090", "RTX3090")),
+    Gpu("H100-80GB", _gib(79.18), _ISSUE14 + "; vLLM 0.6 logs on H100 print total_gpu_memory 79.22GiB (PR 12126)",
+        ("H100", "H100-SXM", "H100-SXM5-80GB", "H100-80GB-HBM3"), True, sm=90, nvswitch=True),
+    Gpu("H100-PCIe", 81559 * MIB, _SMI, ("H100-PCIE-80GB",), sm=90),
+    Gpu("H100-NVL", 95830 * MIB, _SMI, ("H100NVL",), sm=90),
+    Gpu("H200", _gib(139.80), "vLLM log 'Free memory on device (137.64/139.8 GiB) on startup' on H200 (public run notes; "
+        "torch OOM messages on 8xH200 print 139.80)", ("H200-141GB", "H200-SXM"), True, sm=90, nvswitch=True),
+    Gpu("H20", 97871 * MIB, _SMI, (), sm=90, nvswitch=True),
+    Gpu("B200", 183359 * MIB, _SMI, ("B200-180GB",), sm=100, nvswitch=True),
+    Gpu("GB200", 186 * 10**9, "vendor size 186 GB (HBM3e per GPU; CUDA reports less)", (), sm=100, nvswitch=True),
+    Gpu("A100-80GB", _gib(79.25), _ISSUE14 + "; dennislee22 vLLM 0.10.1.1 A100 logs at two utilizations imply 79.28",
+        ("A100-SXM4-80GB", "A100-PCIE-80GB"), True, sm=80, nvswitch=True),
+    Gpu("A100-40GB", 40960 * MIB, _MODAL, ("A100", "A100-SXM4-40GB"), sm=80, nvswitch=True),
+    Gpu("L40S", _gib(44.39), "vLLM log 'Free memory on device (16.17/44.39 GiB) on startup' on L40S (public run notes; "
+        "torch OOM messages print 44.39-44.40)", (), True, sm=89),
+    Gpu("L4", 23034 * MIB, _MODAL, (), sm=89),
+    Gpu("A10G", 23028 * MIB, f"{_MODAL} (A10; the A10G reports the same 24 GB class)", ("A10",), sm=86),
+    Gpu("T4", 15360 * MIB, _MODAL, (), sm=75),
+    Gpu("RTX-5090", 32607 * MIB, _SMI, ("5090", "RTX5090"), sm=120),
+    Gpu("RTX-4090", 24564 * MIB, _SMI, ("4090", "RTX4090"), sm=89),
+    Gpu("RTX-3090", 24576 * MIB, _SMI, ("3090", "RTX3090"), sm=86),
     Gpu("MI300X", 192 * GIB, "AMD specification: 192 GB HBM3 (binary GiB as ROCm reports it)", ()),
+    Gpu("MI325X", 256 * GIB, "AMD specification: 256 GB HBM3E (binary GiB as ROCm reports it)", ()),
 )
 
 

@@ -57,6 +57,12 @@ BATCH_70GIB_NO_A100 = "8192 / 1024 on GPUs >= 70 GiB other than A100, else 2048 
 BATCH_160GIB = "16384 / 1024 on GPUs >= 160 GiB; 8192 / 1024 >= 70 GiB (not A100); else 2048 / 256"  # 0.28.0-0.32
 BATCH_160GIB_NO_GB10 = BATCH_160GIB + "; GB10 in the lowest tier"  # 0.33.0-
 
+# the dummy sampler's top-k/top-p path in the profile run (docs/vllm-budget.md section 3)
+SAMPLER_NATIVE_OR_FI = "native sort, or FlashInfer when installed"  # 0.8.0-0.11.x (VLLM_USE_FLASHINFER_SAMPLER None = on)
+SAMPLER_NATIVE = "native sort (FlashInfer opt-in)"  # 0.12.0-0.16.x (vllm==0.12.0: ops/topk_topp_sampler.py:35)
+SAMPLER_TRITON = "Triton top-k/top-p, in place"  # 0.17.0- V1 runner (vllm==0.20.0: ops/topk_topp_sampler.py:251)
+SAMPLER_V2 = "model runner V2: fp32 copy + fused Gumbel"  # V2 runner default on CUDA (vllm==0.33.0: v1/worker/gpu/sample/sampler.py:242)
+
 
 @record
 class RuleLine:
@@ -85,6 +91,17 @@ class RuleLine:
     fit_whose: str  # "models's" (-0.21.x) or "model's" (0.22.0-)
     docs_url: bool  # the conserving-memory docs link (0.13.0-)
     cpu_clause: bool  # "(which also controls CPU memory on the CPU backend)" (0.22.0-)
+    # --- the memory budget (issue 14; docs/vllm-budget.md cites each rule) ---
+    # top-k/top-p path of the profile run's dummy sampler over max_num_seqs x vocab logits,
+    # and its peak bytes per element with a bf16 model (docs/vllm-budget.md section 3)
+    sampler_path: str = SAMPLER_V2  # SAMPLER_* below
+    sampler_bytes: int = 10
+    # 0.8.x charges all non-torch memory on the device, the CUDA context included
+    # (vllm==0.8.5: v1/worker/gpu_worker.py:200-210); 0.9+ only what grew since init_device
+    cuda_context_charged: bool = False
+    # 0.27+: device-wide free-memory delta ("total consumed") replaces non-torch increase
+    # (vllm==0.33.0: utils/mem_utils.py:312-321; present in 0.27.0, absent in 0.26.0)
+    free_delta_accounting: bool = True
 
     @property
     def label(self) -> str:
@@ -124,6 +141,10 @@ _BASE = dict(
     fit_whose="model's",
     docs_url=True,
     cpu_clause=True,
+    sampler_path=SAMPLER_V2,
+    sampler_bytes=10,
+    cuda_context_charged=False,
+    free_delta_accounting=True,
 )
 
 
@@ -135,26 +156,28 @@ def _line(first: Release, last: Release, **changes: object) -> RuleLine:
 
 # Newest first; each line states how it differs from the current one (0.33).
 _V0_22 = dict(batch_defaults=BATCH_160GIB, log=LOG_COMBINED)
-_V0_28 = dict(_V0_22, fit_check=FIT_GROUPS)
+# model runner V2 is the CUDA default from 0.29.0 (vllm==0.29.0: config/vllm.py:645-677); before, V1 for most models
+_V0_28 = dict(_V0_22, fit_check=FIT_GROUPS, sampler_path=SAMPLER_TRITON, sampler_bytes=14)
 _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BATCH_70GIB_NO_A100)
-_V0_26 = dict(_V0_27, concurrency=CONC_POOLED)
+# "total consumed" (free-memory delta) from 0.27.0 (vllm==0.27.0: utils/mem_utils.py); not in 0.26.0
+_V0_26 = dict(_V0_27, concurrency=CONC_POOLED, free_delta_accounting=False)
 _V0_25 = dict(_V0_26, sliding=SW_BATCHED, in_flight_batches=False)
 _V0_21 = dict(_V0_25, fit_whose="models's", cpu_clause=False)
 _V0_20 = dict(_V0_21, tokens=TOKENS_PER_GROUP_MIN_BS)
 _V0_19 = dict(_V0_20, default_utilization=0.9, cudagraphs_subtracted=False)
 _V0_18 = dict(_V0_19, fit_check=FIT_FIRST_GROUP)
 _V0_17 = dict(_V0_18, group_ratio=125)
-_V0_16 = dict(_V0_17, fit_check=FIT_WHOLE_MODEL)
-_V0_13 = dict(_V0_17, fit_check=FIT_WORKER, request_ceil=False, gib_round=False)
+_V0_16 = dict(_V0_17, fit_check=FIT_WHOLE_MODEL, sampler_path=SAMPLER_NATIVE, sampler_bytes=38)
+_V0_13 = dict(_V0_17, fit_check=FIT_WORKER, request_ceil=False, gib_round=False, sampler_path=SAMPLER_NATIVE, sampler_bytes=38)
 _V0_12 = dict(_V0_13, docs_url=False)
-_V0_11_2 = dict(_V0_12, group_ratio=0)
+_V0_11_2 = dict(_V0_12, group_ratio=0, sampler_path=SAMPLER_NATIVE_OR_FI)
 _V0_11_0 = dict(_V0_11_2, log=LOG_PER_WORKER)
 _V0_10 = dict(_V0_11_0, tokens=TOKENS_PER_GROUP)
 _V0_9_1 = dict(_V0_10, override_applied=False)
 _V0_9_0 = dict(
     _V0_10, tokens=TOKENS_BLOCKS, concurrency=CONC_TOKENS, hybrid_groups=False, fit_estimate="blank"
 )
-_V0_8_5 = dict(_V0_9_0, batch_defaults=BATCH_70GIB)
+_V0_8_5 = dict(_V0_9_0, batch_defaults=BATCH_70GIB, cuda_context_charged=True)
 _V0_8_4 = dict(_V0_8_5, batch_defaults=BATCH_BY_NAME_SEQS)
 _V0_8_3 = dict(_V0_8_4, batch_defaults=BATCH_BY_NAME, fit_estimate="none")
 _V0_8_2 = dict(_V0_8_3, sliding=SW_ALL_FULL, null_block=False, fit_gib_unit="GB")

@@ -5,7 +5,11 @@ Counts the linear layers of attention (MHA/GQA/MLA), MLP (dense, gated or not; M
 shared experts; dense-first layers), mamba/GDN mixers, embeddings and the LM head
 (vocab-parallel: embedding on the first PP stage, LM head on the last, tied or not).
 TP divides every linear layer and the vocabulary; replicated KV heads are not divided.
-Quantized checkpoints: fp8 linear layers 1 B/param; mxfp4 experts 4.25 bits/param.
+Quantized checkpoints (``quantization_config`` or ``--quantization``, as vLLM spells it):
+fp8 linear layers 1 B/param (+ block scales); awq/gptq ``bits``/8 + a 16-bit scale (and
+zero point) per group; bitsandbytes nf4 4.5 bits (4.127 with double quantization);
+compressed-tensors by its weights' ``num_bits``; mxfp4 experts 4.25 bits/param.
+Embeddings, LM head and norms stay in the model dtype.
 """
 
 from __future__ import annotations
@@ -100,24 +104,92 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
     return attn, dense, experts * mlp_mult * h * moe_inter
 
 
-def estimate_weights(model: ModelSpec, plan: ParallelPlan) -> WeightEstimate:
+QUANTIZATIONS = ("fp8", "fp8_e4m3", "mxfp4", "awq", "gptq", "compressed-tensors", "bitsandbytes")
+
+
+def quant_bytes(quant: dict, method: str, dt: int) -> tuple[float, float, str]:
+    """(bytes per linear-layer parameter, per expert parameter, how) for a quantization."""
+    method = method.lower().replace("_marlin", "")
+    if method in ("fp8", "fp8_e4m3", "fbgemm_fp8", "modelopt"):
+        block = quant.get("weight_block_size")
+        if isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block):
+            b = 1 + 4 / (block[0] * block[1])  # an fp32 scale per block
+            return b, b, f"fp8 with {block[0]}x{block[1]} block scales"
+        return 1.0, 1.0, "fp8 (per-tensor or dynamic scales)"
+    if method in ("awq", "gptq"):
+        bits = quant.get("bits", quant.get("w_bit", 4))
+        group = quant.get("group_size", quant.get("q_group_size", 128))
+        bits = bits if isinstance(bits, int) and 0 < bits <= 16 else 4
+        group = group if isinstance(group, int) and group > 0 else 128
+        b = bits / 8 + (2 + bits / 8) / group  # fp16 scale + packed zero point per group
+        return b, b, f"{method} {bits}-bit, group {group}"
+    if method == "bitsandbytes":
+        double = bool(quant.get("bnb_4bit_use_double_quant"))
+        if quant.get("load_in_8bit"):
+            return 1 + 4 / 4096, 1 + 4 / 4096, "bitsandbytes int8"
+        b = (4.127 if double else 4.5) / 8
+        return b, b, "bitsandbytes nf4" + (" (double quant)" if double else "")
+    if method == "compressed-tensors":
+        bits = 8
+        for group in (quant.get("config_groups") or {}).values():
+            w = group.get("weights") if isinstance(group, dict) else None
+            if isinstance(w, dict) and isinstance(w.get("num_bits"), int) and 0 < w["num_bits"] <= 16:
+                bits = w["num_bits"]
+        b = bits / 8 + (2 / 128 if bits < 8 else 0)
+        return b, b, f"compressed-tensors {bits}-bit weights"
+    if method == "mxfp4":
+        return float(dt), 4.25 / 8, "mxfp4 experts (4.25 bits)"
+    return float(dt), float(dt), ""
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def marlin_mxfp4_factor(hidden: int, moe_inter: int, tp: int) -> float:
+    """Expert bytes grow by this factor under the Marlin MXFP4 MoE kernel (GPUs before sm90):
+    the per-rank intermediate size is padded to 128 and the hidden size to 256
+    (vllm==0.11.0: model_executor/layers/quantization/mxfp4.py:189-200, backend at :95)."""
+    if not hidden or not moe_inter:
+        return 1.0
+    per_rank = max(moe_inter // tp, 1)
+    return (_round_up(per_rank, 128) / per_rank) * (_round_up(hidden, 256) / hidden)
+
+
+def estimate_weights(
+    model: ModelSpec, plan: ParallelPlan, quantization: str | None = None, marlin: bool = False, dtype: str | None = None
+) -> WeightEstimate:
     """Parameters of the whole model and bytes per GPU of each PP stage (computed once per
-    model, TP size and PP split)."""
+    model, TP size, PP split and quantization). ``marlin``: the GPU predates sm90, so MXFP4
+    experts load through the Marlin kernel and are padded. ``dtype``: ``--dtype`` when it
+    overrides the checkpoint's."""
     # ``arch`` is left out of a model's ==/hash: its identity is part of the key (the
     # cached model keeps it alive, so the id cannot be reused while the entry exists)
-    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers)
+    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, marlin, dtype)
 
 
 @lru_cache(maxsize=512)
-def _estimate(model: ModelSpec, _arch_id: int, tp: int, pp: int, pp_layers: tuple[int, ...] | None) -> WeightEstimate:
+def _estimate(
+    model: ModelSpec,
+    _arch_id: int,
+    tp: int,
+    pp: int,
+    pp_layers: tuple[int, ...] | None,
+    quantization: str | None = None,
+    marlin: bool = False,
+    dtype: str | None = None,
+) -> WeightEstimate:
     a = model.arch
     h = _get(a, "hidden_size", "d_model", "n_embd")
     vocab = _get(a, "vocab_size")
-    dt = MODEL_DTYPES[model.dtype]
+    dt = MODEL_DTYPES[dtype or model.dtype]
     quant = a.get("quantization_config") or {}
-    method = str(quant.get("quant_method") or "").lower() if isinstance(quant, dict) else ""
-    linear_b = 1.0 if method in ("fp8", "compressed-tensors", "fbgemm_fp8") else float(dt)
-    expert_b = 4.25 / 8 if method == "mxfp4" else linear_b
+    quant = quant if isinstance(quant, dict) else {}
+    method = quantization or str(quant.get("quant_method") or "").lower()
+    linear_b, expert_b, quant_how = quant_bytes(quant, method, dt)
+    if marlin and method == "mxfp4":
+        expert_b *= marlin_mxfp4_factor(h, _get(a, "moe_intermediate_size", "intermediate_size"), tp)
+        quant_how += ", padded for the Marlin MoE kernel (GPU before sm90)"
     tied = bool(a.get("tie_word_embeddings", False))
     kv_replicated = (not model.mla) and model.num_kv_heads and tp > model.num_kv_heads
     kinds: dict[int, str] = {}
@@ -150,6 +222,6 @@ def _estimate(model: ModelSpec, _arch_id: int, tp: int, pp: int, pp_layers: tupl
                 b -= embed / tp * dt
         out.append(int(b))
     how = "estimate from the config: attention + MLP/MoE + embeddings"
-    if method:
-        how += f", {method} quantized"
+    if quant_how:
+        how += f", {quant_how}"
     return WeightEstimate(int(total), tuple(out), how)

@@ -196,6 +196,11 @@ def probe_log(resolved: Any, settings: Any, path: str, *, vllm_version_given: st
     lo, mid, hi = memory_range(printed)
     p_lo, p_mid, p_hi = (_pool(resolved, settings, changes, mem) for mem in (lo, mid, hi))
     rows = _log_rows(log, version, L, p_lo, p_mid, p_hi)
+    from kvcalc.probe.budget_log import budget_rows  # the budget terms, term by term (issue 14)
+
+    budget, budget_notes = budget_rows(resolved.spec, settings.with_(vllm_version=log.version or version), path, resolved.checkpoint)
+    rows.extend(budget)
+    notes.extend(budget_notes)
     check = Check("vllm-log", f"vLLM log {Path(path).name}", f"vLLM {version} rules ({why_version})", rows)
     check.facts = LogFacts(
         log_format=log.format, vllm_version=log.version, printed_gib=printed, low_bytes=lo, high_bytes=hi,

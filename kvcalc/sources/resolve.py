@@ -59,7 +59,9 @@ def resolve(model: str, *, revision: str | None = None) -> Resolved:
         source = f"file {path}"
         name = cfg.get("_name_or_path") if isinstance(cfg.get("_name_or_path"), str) else None
         spec = spec_from_config(cfg, name=name or path.parent.name or path.name, source=source)
-        return Resolved(spec, cfg, "file", source)
+        from kvcalc.sources.checkpoint import folder_facts  # headers only, never a tensor
+
+        return Resolved(spec, cfg, "file", source, folder_facts(path.parent))
     if HUB_ID_RE.match(text):
         return resolve_hub(text, revision=revision)
     raise ConfigError(

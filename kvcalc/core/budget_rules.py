@@ -1,0 +1,168 @@
+"""The terms of vLLM's ``determine_available_memory`` that kvcalc derives from the code,
+per release line (``RuleLine``): the default ``max_num_seqs``, the profile run's peak
+(forward over ``max_num_batched_tokens``, the dummy sampler over ``max_num_seqs x vocab``,
+fused-MoE workspace), non-torch memory and the CUDA-graph estimate.
+
+docs/vllm-budget.md cites the vLLM source behind each rule. Pure: stdlib only, bytes as
+integers. Every function returns ``(bytes, how)`` where ``how`` says what was counted.
+"""
+
+from __future__ import annotations
+
+from kvcalc.core.record import record
+from kvcalc.core.vllm_rules import (
+    BATCH_70GIB,
+    BATCH_160GIB_NO_GB10,
+    BATCH_BY_NAME,
+    BATCH_BY_NAME_SEQS,
+    SAMPLER_NATIVE_OR_FI,
+    RuleLine,
+)
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+# bytes per (row x vocab) element of FlashInfer's top_k_top_p_sampling_from_logits path
+# (bf16 logits 2 + fp32 copy 4 + masked logits 4 + probs 4; docs/vllm-budget.md section 3)
+FLASHINFER_SAMPLER_BYTES = 14
+SAMPLERS = ("auto", "native", "flashinfer", "triton", "v2")
+_SAMPLER_BYTES = {"native": 38, "flashinfer": FLASHINFER_SAMPLER_BYTES, "triton": 14, "v2": 10}
+
+# non-torch memory that grows after init_device (0.9+): kernel modules and library handles
+# loaded by the first forward; an estimate (public 0.10 logs at TP 1 leave 0.02-0.04 GiB)
+NON_TORCH_BASE = 32 * MIB
+# NCCL: NCCL_BUFFSIZE (4 MiB) x send+recv x 16 channels per peer (NVLink); custom all-reduce
+# (vllm distributed/device_communicators/custom_all_reduce.py): an 8 MiB IPC buffer + signal
+NCCL_PER_PEER = 4 * MIB * 2 * 16
+CUSTOM_ALL_REDUCE = 2 * 8 * MIB
+# NCCL NVLS (NVLink SHARP, Hopper and later behind an NVSwitch): NCCL's log on 8 H200 in
+# vllm-project/vllm#9699 prints "nvlsPerRankSize 301989888 nvlsTotalSize 2415919104"
+NVLS_TOTAL = 2415919104
+# 0.8.x charges the CUDA context too (cudaFree(0) + torch's kernels under lazy loading)
+CUDA_CONTEXT = 512 * MIB
+# every captured graph: vLLM counts at least 1 MiB (gpu_model_runner.profile_cudagraph_memory);
+# kvcalc assumes 2 MiB of graph objects and pool growth per graph beyond the first
+PER_GRAPH = 2 * MIB
+
+
+@record
+class Shapes:
+    """The architecture numbers the profile run depends on (per model, not per rank)."""
+
+    hidden: int
+    intermediate: int  # dense MLP (0: none)
+    moe_intermediate: int  # per expert (0: not MoE)
+    experts: int
+    top_k: int
+    q_width: int  # heads x head_dim
+    kv_width: int  # KV heads x head_dim
+    vocab: int
+    dtype_bytes: int  # model dtype
+
+
+def default_max_num_seqs(line: RuleLine, total: int | None, gpu_name: str | None) -> tuple[int, str]:
+    """vLLM's default max_num_seqs for the GPU (engine/arg_utils.py get_batch_defaults)."""
+    name = (gpu_name or "").lower()
+    rule = line.batch_defaults
+    if total is None:
+        return 256, "vLLM default for a GPU under 70 GiB (no GPU given)"
+    if rule == BATCH_BY_NAME:
+        return 1024, "vLLM 0.8.0-0.8.3 default (every GPU)"
+    if rule == BATCH_BY_NAME_SEQS:
+        big = "h100" in name or "h200" in name
+        return (1024 if big else 256), "vLLM 0.8.4 default: 1024 on H100/H200, else 256"
+    big = total >= 70 * GIB
+    why = "vLLM default: 1024 on GPUs >= 70 GiB"
+    if rule != BATCH_70GIB:
+        big = big and "a100" not in name
+        why += " other than A100"
+    if rule == BATCH_160GIB_NO_GB10 and "gb10" in name.replace("-", "").replace(" ", "") and "gb100" not in name:
+        big, why = False, why + " and GB10"
+    return (1024 if big else 256), why + ", else 256"
+
+
+def sampler_bytes_per_element(line: RuleLine, sampler: str | None, dtype_bytes: int) -> tuple[int, str]:
+    """Peak bytes per (row x vocab) element of the dummy sampler run."""
+    if sampler and sampler != "auto":
+        base, how = _SAMPLER_BYTES[sampler], f"{sampler} sampler (--sampler)"
+    else:
+        base, how = line.sampler_bytes, line.sampler_path
+        if line.sampler_path == SAMPLER_NATIVE_OR_FI:
+            how = "native sort (pip install without FlashInfer; --sampler flashinfer for images that ship it)"
+    extra = dtype_bytes - 2 if dtype_bytes > 2 else 0  # fp32 logits: 4 B, not 2
+    return base + extra, how
+
+
+def sampler_peak(rows: int, vocab: int, bpe: int) -> int:
+    """The dummy sampler run's peak over ``rows`` full-vocabulary logits (every TP rank)."""
+    return rows * vocab * bpe
+
+
+def forward_per_token(s: Shapes, tp: int) -> tuple[int, str]:
+    """Largest live intermediates of one decoder layer per token on one rank, plus the
+    residual and hidden states (2 x hidden)."""
+    dt = s.dtype_bytes
+    attn = (2 * s.q_width + 2 * s.kv_width) // tp  # q, k, v and the attention output
+    mlp = 3 * s.intermediate // tp  # gate_up output (2 I) + activation output (I)
+    moe = s.top_k * (3 * s.moe_intermediate // tp + s.hidden) + 4 * s.experts if s.experts else 0
+    width = max(attn, mlp, moe)
+    which = "fused-MoE workspace" if width == moe and moe else ("MLP" if width == mlp else "attention")
+    return (width + 2 * s.hidden) * dt, which
+
+
+def profile_peak(s: Shapes, tp: int, mnbt: int, rows: int, bpe: int) -> tuple[int, str]:
+    """torch peak increase of profile_run: max(forward, retained hidden states + sampler)."""
+    per_token, which = forward_per_token(s, tp)
+    forward = mnbt * per_token
+    retained = mnbt * s.hidden * s.dtype_bytes
+    sampler = sampler_peak(rows, s.vocab, bpe)
+    if forward > retained + sampler:
+        return forward, f"forward over {mnbt} tokens ({which}) = {forward / GIB:.2f} GiB > sampler run"
+    return retained + sampler, (
+        f"dummy sampler: {rows} seqs x vocab {s.vocab} x {bpe} B = {sampler / GIB:.2f} GiB "
+        f"+ {mnbt} retained hidden states (forward {forward / GIB:.2f} GiB is lower)"
+    )
+
+
+def non_torch(line: RuleLine, tp: int, pp: int, nvls: bool = False) -> tuple[int, str]:
+    """Non-torch memory charged to the budget: NCCL/custom all-reduce with TP/PP (NVLS buffers
+    on NVSwitch GPUs from Hopper on), kernel modules; in 0.8.x the CUDA context as well."""
+    peers = (tp - 1) + (1 if pp > 1 else 0)
+    total = NON_TORCH_BASE + peers * NCCL_PER_PEER + (CUSTOM_ALL_REDUCE if tp > 1 else 0)
+    how = "estimate: kernel modules 32 MiB"
+    if peers:
+        how += f" + NCCL {peers} peer(s) x 128 MiB"
+    if tp > 1:
+        how += " + custom all-reduce 16 MiB"
+    if tp > 1 and nvls:
+        total += NVLS_TOTAL
+        how += " + NCCL NVLS buffers 2.25 GiB (vllm#9699's NCCL log; NCCL_NVLS_ENABLE=0 drops them)"
+    if line.cuda_context_charged:
+        total += CUDA_CONTEXT
+        how += " + CUDA context 512 MiB (charged in 0.8.x)"
+    return total, how
+
+
+def capture_sizes(max_num_seqs: int, mnbt: int) -> tuple[int, ...]:
+    """Default cudagraph_capture_sizes: max = min(2 x max_num_seqs, 512, mnbt);
+    [1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16) (vllm==0.20.0: config/vllm.py:1429-1433)."""
+    top = min(2 * max_num_seqs, 512, mnbt)
+    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)]
+    return tuple(x for x in sizes if x <= top)
+
+
+def cudagraph_estimate(s: Shapes, tp: int, sizes: tuple[int, ...], max_num_seqs: int) -> tuple[int, str]:
+    """vLLM's 'Estimated CUDA graph memory' (0.18+, subtracted from 0.20): the first graph
+    of a mode holds the activations of the largest size, later ones add graph objects.
+    FULL_AND_PIECEWISE: piecewise graphs for every size, full graphs for decode sizes."""
+    if not sizes:
+        return 0, "no capture sizes"
+    full = [x for x in sizes if x <= max_num_seqs]
+    graphs = len(sizes) + len(full)
+    per_token, _ = forward_per_token(s, tp)
+    first = max(sizes) * per_token
+    total = first + graphs * PER_GRAPH
+    return total, (
+        f"estimate: {graphs} graphs (PIECEWISE {len(sizes)} + FULL {len(full)}, largest {max(sizes)}): "
+        f"activations of the largest {first / MIB:.0f} MiB + 2 MiB per graph"
+    )

@@ -1,0 +1,90 @@
+"""The budget lines of a vLLM start-up log, compared with kvcalc's terms one by one.
+
+Regexes for ``Model loading took``, ``torch peak memory increase``, ``non-torch forward
+increase memory``, ``Estimated CUDA graph memory``, ``Available KV cache memory`` and the
+settings that size them (total memory, utilization, max_num_seqs, max_num_batched_tokens,
+enforce_eager, the sampler path). ``budget_rows`` turns the comparison into probe rows,
+shown for context (``info``): the budget is a prediction, the pool check stays exact.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from kvcalc.app.budget_check import GIB, compare, predict, within
+from kvcalc.app.probe_report import Row
+from kvcalc.errors import KvcalcError
+
+_NUM = r"(-?\d+(?:\.\d+)?)"
+FIGURES: dict[str, re.Pattern[str]] = {
+    "weights_gib": re.compile(r"(?:Model loading took\s*" + _NUM + r"\s*GiB|" + _NUM + r" GiB for weight\b)"),
+    "torch_peak_gib": re.compile(r"(?:torch peak memory increase:\s*" + _NUM + r"\s*GiB|" + _NUM + r" GiB for peak activation)"),
+    "non_torch_gib": re.compile(r"(?:non-torch forward increase memory:\s*" + _NUM + r"\s*GiB|" + _NUM + r" GiB for non-torch memory)"),
+    "consumed_gib": re.compile(_NUM + r" GiB for consumed memory"),
+    "cudagraph_gib": re.compile(r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB"),
+    "available_kv_gib": re.compile(r"Available KV cache memory:\s*" + _NUM + r"\s*GiB"),
+    "total_gib": re.compile(r"(?:Free memory on device \(\s*[\d.]+\s*/\s*|total_gpu_memory \()" + _NUM),
+}
+SETTINGS: dict[str, re.Pattern[str]] = {
+    "gpu_memory_utilization": re.compile(
+        r"(?:gpu_memory_utilization['\"]?\s*[:=]\s*|Desired GPU memory utilization is \(|Requested memory:\s*)" + _NUM
+    ),
+    "max_num_seqs": re.compile(r"max_num_seqs['\"]?\s*[:=]\s*(\d+)"),
+    "max_num_batched_tokens": re.compile(r"max_num_batched_tokens['\"]?\s*[:=]\s*(\d+)"),
+    "enforce_eager": re.compile(r"enforce_eager['\"]?\s*[:=]\s*(True|False)"),
+}
+FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
+MAX_TEXT = 64 << 20
+
+
+def parse_budget(text: str) -> tuple[dict[str, float], dict[str, Any]]:
+    """(logged figures in GiB, engine settings) from a log's text; the smallest figure per
+    term when several workers print it (the engine keeps the smallest worker)."""
+    figures: dict[str, float] = {}
+    for key, rx in FIGURES.items():
+        values = [float(next(g for g in m.groups() if g is not None)) for m in rx.finditer(text)]
+        if values:
+            figures[key] = min(values) if key == "available_kv_gib" else max(values)
+    settings: dict[str, Any] = {}
+    for key, rx in SETTINGS.items():
+        m = rx.search(text)
+        if m:
+            v = m.group(1)
+            settings[key] = v == "True" if key == "enforce_eager" else (float(v) if "." in v else int(v))
+    if FLASHINFER_SAMPLER.search(text):
+        settings["sampler"] = "flashinfer"
+    return figures, settings
+
+
+def budget_rows(model: Any, settings: Any, path: str, checkpoint: dict | None = None) -> tuple[list[Row], list[str]]:
+    """Rows comparing each budget term the log printed with kvcalc's (info only), and notes."""
+    p = Path(path).expanduser()
+    try:
+        with p.open("r", encoding="utf-8", errors="replace") as fh:
+            text = fh.read(MAX_TEXT)
+    except OSError:
+        return [], []
+    figures, logged_settings = parse_budget(text)
+    if "available_kv_gib" not in figures:
+        return [], []
+    changes = {k: v for k, v in logged_settings.items() if getattr(settings, k, None) in (None, False)}
+    if "total_gib" in figures and settings.gpu_memory is None:
+        changes["gpu_memory"] = f"{figures['total_gib']}GiB"
+    s = settings.with_(**changes)
+    if s.gpu is None and s.gpu_memory is None:
+        return [], ["budget terms not compared: the log prints no total memory; pass --gpu or --gpu-memory"]
+    try:
+        predicted, sources = predict(model, s.with_(kv_cache_memory=None, num_gpu_blocks_override=None), checkpoint)
+    except KvcalcError as exc:
+        return [], [f"budget terms not compared: {exc}"]
+    rows = []
+    for r in compare(figures, predicted, sources):
+        ok = within(r.error_gib, r.logged_gib)
+        rows.append(Row(
+            f"budget: {r.term} ({r.log_line})", round(r.kvcalc_gib * GIB), round(r.logged_gib * GIB), info=True,
+            note=f"kvcalc {r.kvcalc_gib:.2f} GiB vs logged {r.logged_gib:.2f} GiB: {r.error_gib:+.2f} GiB "
+                 f"({'within' if ok else 'outside'} max(2 %, 0.25 GiB)); kvcalc's source: {r.source}",
+        ))
+    return rows, [f"budget settings read from the log: {logged_settings}"] if logged_settings else []

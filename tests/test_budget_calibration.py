@@ -1,0 +1,70 @@
+"""Calibration suite: kvcalc's budget terms against real vLLM runs (tests/data/vllm-budget/
+CALIBRATION.json), printed per run and per term (pytest -s shows the table).
+
+The bounds below are what the terms as derived from vLLM's code reach on these runs today
+(measured once, not fitted: no constant in kvcalc.core.budget_rules was tuned to them)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from kvcalc.app.budget_check import compare, predict, within
+from kvcalc.app.settings import Settings
+from kvcalc.sources.resolve import resolve
+
+DATA = Path(__file__).parent / "data"
+RUNS = json.loads((DATA / "vllm-budget" / "CALIBRATION.json").read_text())["runs"]
+
+
+def _rows(run: dict) -> list:
+    inputs = dict(run["inputs"])
+    name = inputs.pop("model")
+    model = resolve(str(DATA.parent.parent / name) if name.startswith("tests/") else name).spec
+    stage = inputs.pop("stage", None)
+    s = Settings().with_(**inputs)
+    predicted, sources = predict(model, s, stage=stage)
+    return compare(run["logged"], predicted, sources)
+
+
+def calibration_table() -> list[tuple[str, object]]:
+    out = []
+    for run in RUNS:
+        for row in _rows(run):
+            out.append((run["id"], row))
+    return out
+
+
+def test_calibration_prints_and_bounds(capsys: pytest.CaptureFixture[str]) -> None:
+    table = calibration_table()
+    with capsys.disabled():
+        print(f"\n{'run':48} {'term':11} {'logged':>8} {'kvcalc':>8} {'error':>7}  ok")
+        for run_id, r in table:
+            print(f"{run_id:48} {r.term:11} {r.logged_gib:8.2f} {r.kvcalc_gib:8.2f} {r.error_gib:+7.2f}  "
+                  f"{'yes' if within(r.error_gib, r.logged_gib) else 'NO'}")
+    avail = [r for _, r in table if r.term == "available"]
+    assert len(avail) >= 9
+    rel = [abs(r.error_gib) / r.logged_gib for r in avail]
+    hits = sum(within(r.error_gib, r.logged_gib) for r in avail)
+    print(f"available: {hits}/{len(avail)} within max(2 %, 0.25 GiB); median |error| {statistics.median(rel):.1%}")
+    # measured bounds (see docs/budget.md, "Calibration"); a change to a term must keep or improve them
+    assert hits >= BOUND_HITS
+    assert max(abs(r.error_gib) for r in avail) <= BOUND_MAX_GIB
+    weights = [r for _, r in table if r.term == "weights"]
+    assert all(abs(r.error_gib) <= BOUND_WEIGHTS_GIB for r in weights)
+
+
+# measured 2026-11-30: 18 of 20 available figures within max(2 %, 0.25 GiB), median 0.5 %; a
+# miss is gpt-oss-120b on one H100 (issue 27508), whose MXFP4 weights vLLM loads ~5.3 GiB
+# larger on Hopper than the checkpoint (issue 23278 logs 65.97 GiB) for a reason not yet read
+BOUND_HITS = 18
+BOUND_MAX_GIB = 5.5
+BOUND_WEIGHTS_GIB = 5.3
+
+
+if __name__ == "__main__":  # python tests/test_budget_calibration.py
+    for run_id, r in calibration_table():
+        print(run_id, r)
