@@ -1,5 +1,5 @@
 """`kvcalc recompute`: what the KV cache saves in positions and attention scores, and the
-KV bytes that buy it (the seed, sections 1 and 6)."""
+KV bytes that buy it (docs/design.md, section 1)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ GenReq = Annotated[Optional[int], typer.Option("--gen", "-g", help="Generated to
 NOT_SPEED = (
     "these are counts of positions and of dense attention scores, not wall-clock speed-ups: decode's narrow GEMMs, "
     "the weight reads of every layer, the HBM traffic of the cached K/V, scheduling, IPC, collectives and kernel "
-    "launches all remain (the seed, section 6)"
+    "launches all remain"
 )
 SCORES_ESTIMATE = (
     "attention scores are the teaching estimate of scale (full P x P squares, per head and per layer): causal "

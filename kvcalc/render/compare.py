@@ -13,7 +13,7 @@ from kvcalc.render.size import size_payload
 
 CAPACITY_NOT_SPEED = (
     "a capacity ratio is not a speed ratio: the N_q query heads, the projections, communication and the kernel "
-    "paths do not shrink in the same proportion as the KV payload (the seed, section 3)"
+    "paths do not shrink in the same proportion as the KV payload"
 )
 
 

@@ -143,7 +143,7 @@ def lifecycle_document(
         sec.notes = [
             "worst case: beams that diverge right after the prompt; beams that share later tokens share more blocks",
             "vLLM V1 runs each beam step as a request of max_tokens=1 that finds the prompt's full blocks in the "
-            "prefix cache (entrypoints/generate/beam_search); the seed's fork with reference counts is the same count",
+            "prefix cache (entrypoints/generate/beam_search); a fork with reference counts is the same count",
         ]
         doc.sections.append(sec)
     if spec is not None:
