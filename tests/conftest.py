@@ -8,6 +8,14 @@ from typer.testing import CliRunner
 from kvcalc.cli import build_app
 
 
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch):
+    """Tables render for COLUMNS (test_terminal.py checks 80); the layout tests read 120-wide
+    tables, and colour is never on under pytest."""
+    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+
 @pytest.fixture(scope="session")
 def app():
     return build_app()

@@ -121,12 +121,12 @@ def budget_inputs(
     over_src = "--overhead-bytes"
     if over is None:
         over = 512 * MIB + (256 * MIB if plan.tp * plan.pp > 1 else 0)
-        over_src = "estimate: CUDA context 512 MiB (+256 MiB NCCL buffers when TP x PP > 1); pass --overhead-bytes"
+        over_src = "estimate: CUDA context, plus NCCL buffers when TP x PP > 1; pass --overhead-bytes"
     graph = _size(s.cudagraph_bytes, named("cudagraph_bytes"))
     graph_src = "--cudagraph-bytes"
     if graph is None:
         graph = 512 * MIB
-        graph_src = "estimate: CUDA graphs 512 MiB (vLLM subtracts its profiled figure by default; 0 with --enforce-eager)"
+        graph_src = "estimate: CUDA graphs (vLLM subtracts its profiled figure by default; 0 with --enforce-eager)"
     if version == "0.20":
         notes.append("vLLM 0.20 profiled weights + torch peak + non-torch memory; 0.33 measures the free-memory delta: the same terms here")
 

@@ -15,6 +15,7 @@ from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
 from kvcalc.core.record import record
 from kvcalc.errors import KvcalcError, PlanError, named
+from kvcalc.words import plural
 
 VLLM_VERSIONS = (DEFAULT_VLLM_VERSION, "0.20")
 MAX_BATCH = 1_000_000
@@ -72,7 +73,7 @@ def traffic(model: ModelSpec, s: Settings) -> Traffic:
         if s.batch is not None:
             raise PlanError(f"{named('batch')} repeats one length; with {named('requests')} list every request instead")
         reqs = parse_int_list(s.requests, named("requests"))
-        return Traffic(reqs, f"{len(reqs)} requests of {', '.join(map(str, reqs))} tokens")
+        return Traffic(reqs, f"{plural(len(reqs), 'request')} of {', '.join(map(str, reqs))} tokens" if len(reqs) != 1 else f"1 request of {plural(reqs[0], 'token')}")
     if s.prompt is not None:
         p = _nonneg(s.prompt, named("prompt"))
         g = _nonneg(s.gen if s.gen is not None else 1, named("gen"))
@@ -84,9 +85,9 @@ def traffic(model: ModelSpec, s: Settings) -> Traffic:
         return Traffic((t,) * batch, f"{batch} x ({why})" if batch > 1 else why)
     if s.tokens is not None:
         t = _nonneg(s.tokens, named("tokens"))
-        return Traffic((t,) * batch, f"{batch} requests of {t} tokens" if batch > 1 else f"1 request of {t} tokens")
+        return Traffic((t,) * batch, f"{plural(batch, 'request')} of {plural(t, 'token')}")
     t = max_model_len(model, s)
-    return Traffic((t,) * batch, f"{batch} request(s) of max_model_len {t} tokens (no --tokens given)")
+    return Traffic((t,) * batch, f"{plural(batch, 'request')} of max_model_len {t} tokens (no --tokens given)")
 
 
 def plan(s: Settings) -> ParallelPlan:

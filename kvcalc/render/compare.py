@@ -10,6 +10,7 @@ from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
 from kvcalc.render.pool import pool_payload
 from kvcalc.render.size import size_payload
+from kvcalc.words import plural
 
 CAPACITY_NOT_SPEED = (
     "a capacity ratio is not a speed ratio: the N_q query heads, the projections, communication and the kernel "
@@ -174,7 +175,7 @@ def compare_document(c: Comparison, units: str = "iec") -> Document:
         )
     bad = [r for r in rows if r.error is not None]
     if bad:
-        notes.append(f"{len(bad)} row(s) cannot be computed; the reason is in their note (exit status stays 0)")
+        notes.append(f"{plural(len(bad), 'row')} cannot be computed; the reason is in their note (exit status stays 0)")
     if c.has_pool:
         notes.append(
             "pool tokens: blocks x block size of one GPU's KV pool; max concurrency: requests of max_model_len tokens "

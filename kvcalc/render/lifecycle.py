@@ -7,10 +7,11 @@ from typing import Any
 from kvcalc.core.lifecycle import OffloadReport, SharedGroup, SharingReport, SpecReport
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
+from kvcalc.words import plural
 
 
 def _b(n: int, units: str) -> str:
-    return f"{n} B ({format_bytes(n, units)})" if n >= 1024 else f"{n} B"
+    return format_bytes(n, units)
 
 
 def _group(g: SharedGroup) -> dict[str, Any]:
@@ -150,7 +151,7 @@ def lifecycle_document(
         sec = Document(
             f"Speculative decoding: {spec.spec_tokens} draft tokens"
             + (f" + {spec.lookahead} drafter lookahead slots" if spec.lookahead else "")
-            + f", {spec.requests} request(s)"
+            + f", {plural(spec.requests, 'request')}"
         )
         sec.facts = [
             ("extra slots", f"{spec.extra_slots_per_request} positions per request during verification "
@@ -184,7 +185,7 @@ def lifecycle_document(
         doc.sections.append(sec)
     if prefix is not None:
         r, info = prefix
-        sec = Document(f"Automatic prefix caching: a common prefix of {info['hit']} tokens, {info['requests']} request(s)")
+        sec = Document(f"Automatic prefix caching: a common prefix of {info['hit']} tokens, {plural(info['requests'], 'request')}")
         sec.facts = _sharing_facts(r, "with the prefix's full blocks stored once", "without prefix caching",
                                    "without", units)
         sec.tables.append(sharing_table("Blocks per layer, all requests", r, "request", units))

@@ -44,7 +44,7 @@ def _unit(largest: float) -> tuple[int, str]:
 def _b(n: int | None, units: str) -> str:
     if n is None:
         return "-"
-    return f"{n:,} B ({format_bytes(n, units)})" if n >= 1024 else f"{n} B"
+    return format_bytes(n, units)  # one human figure per cell; the JSON keeps the integer
 
 
 def _no_pool_reason(m: ModelReport) -> str:

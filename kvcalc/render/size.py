@@ -10,6 +10,7 @@ from kvcalc.core.footprint import Footprint
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
 from kvcalc.render.pool import pool_document, pool_payload
+from kvcalc.words import plural
 
 
 def layer_groups(fp: Footprint) -> list[dict[str, Any]]:
@@ -122,7 +123,7 @@ def size_payload(r: SizeResult) -> dict[str, Any]:
     return payload
 
 
-def formula(fp: Footprint) -> str:
+def formula(fp: Footprint, units: str = "iec") -> str:
     """The per-token formula with the model's numbers, when every layer is plain dense KV."""
     m = fp.model
     kinds = set(m.kinds)
@@ -131,20 +132,21 @@ def formula(fp: Footprint) -> str:
         n = sum(1 for x in m.layers if x.kind in kinds)
         return (
             f"2 x {n} layers x {m.num_kv_heads} KV heads x {m.head_dim} head_dim x {e} B "
-            f"= {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token)} per token"
+            f"= {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token, units)} per token"
         )
     if kinds == {"mla"}:
         per = fp.cache.kv_dtype.mla_token_bytes or m.head_dim * e
         how = f"{per} B (packed {fp.cache.kv_dtype.name})" if fp.cache.kv_dtype.mla_token_bytes else f"{m.head_dim} x {e} B"
         return (
             f"{m.num_layers} layers x {how} latent (no x2, one copy on every TP rank) "
-            f"= {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token)} per token"
+            f"= {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token, units)} per token"
         )
-    return f"sum over layer groups (below) = {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token)} per token"
+    return f"sum over layer groups (below) = {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token, units)} per token"
 
 
 def _b(n: int, units: str) -> str:
-    return f"{n} B ({format_bytes(n, units)})" if n >= 1024 else f"{n} B"
+    """One human figure (``1.41 GiB``); the JSON keeps the exact integer."""
+    return format_bytes(n, units)
 
 
 def size_document(r: SizeResult, units: str = "iec") -> Document:
@@ -163,8 +165,8 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
                                         f"({ck['source']})"))
     doc.facts += [
         ("kv cache dtype", f"{fp.cache.kv_dtype.name} ({fp.cache.kv_dtype.bytes} B per element)"),
-        ("plan", f"TP {p.tp} x PP {p.pp} x DP {p.dp} = {p.world_size} GPUs; block size {fp.cache.block_size} tokens"),
-        ("per token", formula(fp) + " (whole model, one replica, no TP replication)"),
+        ("plan", f"TP {p.tp} x PP {p.pp} x DP {p.dp} = {plural(p.world_size, 'GPU')}; block size {fp.cache.block_size} tokens"),
+        ("per token", formula(fp, units) + " (whole model, one replica, no TP replication)"),
     ]
     if fp.state_bytes_per_request:
         doc.facts.append(("state per request", f"{_b(fp.state_bytes_per_request, units)} (mamba / linear-attention layers)"))
@@ -196,7 +198,7 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
         Table(
             "Measures",
             ["measure", "model (1 replica, no replication)", "per rank (largest)",
-             f"per replica ({p.ranks_per_replica} GPUs)", f"deployment ({p.world_size} GPUs)"],
+             f"per replica ({plural(p.ranks_per_replica, 'GPU')})", f"deployment ({plural(p.world_size, 'GPU')})"],
             rows,
         )
     )
