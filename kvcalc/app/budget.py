@@ -124,6 +124,10 @@ def budget_inputs(
         over_src = "estimate: CUDA context, plus NCCL buffers when TP x PP > 1; pass --overhead-bytes"
     graph = _size(s.cudagraph_bytes, named("cudagraph_bytes"))
     graph_src = "--cudagraph-bytes"
+    if getattr(s, "enforce_eager", False):
+        if graph:
+            raise PlanError(f"{named('enforce_eager')} captures no CUDA graphs; drop {named('cudagraph_bytes')} or it")
+        graph, graph_src = 0, "--enforce-eager: no CUDA graphs"
     if graph is None:
         graph = 512 * MIB
         graph_src = "estimate: CUDA graphs (vLLM subtracts its profiled figure by default; 0 with --enforce-eager)"

@@ -13,7 +13,7 @@ from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
-from kvcalc.core.record import record
+from kvcalc.core.record import record, replace
 from kvcalc.errors import KvcalcError, PlanError, named
 from kvcalc.words import plural
 
@@ -153,7 +153,58 @@ class SizeResult:
     checkpoint: dict | None = None
 
 
+def check_settings(s: Settings) -> None:
+    """Every flag checked up front by its kind, whether or not it is used (a pool may not be
+    computed: --gpu-memory-utilization 1.5 without --gpu is still wrong)."""
+    from kvcalc.app.settings import INT_LIST, NONNEG, POSITIVE, SIZE, TABLE, UTIL
+    from kvcalc.core.units import parse_size
+
+    for name, f in TABLE.items():
+        v = getattr(s, name)
+        if v is None:
+            continue
+        if f.kind == POSITIVE:
+            _positive(v, named(name))
+        elif f.kind == NONNEG:
+            _nonneg(v, named(name))
+        elif f.kind == UTIL and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1):
+            raise PlanError(f"{named(name)} must be in (0, 1], got {v!r}")
+        elif f.kind == SIZE:
+            parse_size(v, named(name))
+        elif f.kind == INT_LIST:
+            parse_int_list(v, named(name))
+    if s.gpu is not None:
+        from kvcalc.core.gpus import find_gpu
+
+        find_gpu(s.gpu)
+    check_version(s)
+
+
+def too_long(r: SizeResult) -> str | None:
+    """Why vLLM would reject a request of the traffic: longer than max_model_len."""
+    longest = max(r.footprint.traffic.requests, default=0)
+    if longest <= r.max_model_len:
+        return None
+    return (f"a request of {longest} tokens is longer than {named('max_model_len')} {r.max_model_len}: "
+            "vLLM rejects it (raise the limit or shorten the request)")
+
+
+def flag_notes(s: Settings) -> list[str]:
+    """One note for the vLLM serve flags given that change nothing here; --max-num-seqs kept."""
+    from kvcalc.app.settings import INERT, TABLE
+
+    given = [TABLE[n].flag for n in INERT if getattr(s, n) is not None and getattr(s, n) is not False]
+    notes = []
+    if given:
+        notes.append(f"{', '.join(given)}: vLLM serve {'flags' if len(given) > 1 else 'flag'} accepted so a command "
+                     "line pastes; they change nothing in kvcalc's figures")
+    if s.max_num_seqs is not None:
+        notes.append(f"--max-num-seqs {s.max_num_seqs} recorded; kvcalc's budget does not use it yet")
+    return notes
+
+
 def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:
+    check_settings(s)
     if s.encoder_tokens is not None:
         from kvcalc.sources.config import with_encoder_tokens
 
@@ -185,7 +236,12 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
             inputs = budget_inputs(model, s, p, cache, mml, version, checkpoint)
             pool = pool_report(model, p, cache, inputs)
             notes.extend(n for n in pool.notes if n not in notes)
-    return SizeResult(model, s, fp, mml, version, pool, tuple(notes), checkpoint)
+    notes.extend(flag_notes(s))
+    result = SizeResult(model, s, fp, mml, version, pool, tuple(notes), checkpoint)
+    over = too_long(result)
+    if over:
+        result = replace(result, notes=(f"warning: {KvcalcError(over)}", *result.notes))
+    return result
 
 
 def settings_from_mapping(data: dict, *, where: str = "") -> Settings:

@@ -86,8 +86,14 @@ def gate(
         if markdown is not None:
             atomic_write_text(markdown, md)
         _github(md, rg.problem_annotations(exc.path, exc.problems), to_stderr=fmt == "json")
+        if fmt == "json":  # a JSON document even when the file is wrong (docs/gate.md)
+            o.emit(render("json", rg.error_payload(exc.path, exc.lines()), None))
         _stderr(exc.lines())
         raise typer.Exit(EXIT_USAGE) from None
+    except KvcalcError as exc:  # the file cannot be read at all
+        if fmt == "json":
+            o.emit(render("json", rg.error_payload(file, [exc.message]), None))
+        raise
 
     report = evaluate_gate(gate_file)
     o.emit(render(fmt, rg.gate_payload(report, u), None if fmt == "json" else rg.gate_document(report, u)))

@@ -64,6 +64,19 @@ def gate_payload(report: GateReport, units: str = "iec") -> dict[str, Any]:
     }
 
 
+def error_payload(path: str, errors: list[str]) -> dict[str, Any]:
+    """The JSON document of a gate that could not run (the file is missing or wrong): the same
+    keys as a report, no results, every problem under ``errors``; exit code 2."""
+    return {
+        "file": path,
+        "result": "error",
+        "exit_code": 2,
+        "summary": {"deployments": 0, "promises": 0, "passed": 0, "failed": 0, "errors": len(errors)},
+        "results": [],
+        "errors": errors,
+    }
+
+
 def rows(report: GateReport, units: str) -> list[list[str]]:
     out = []
     for o in report.outcomes:
