@@ -25,6 +25,20 @@ def _size(value: Any, flag: str) -> int | None:
     return None if value is None else parse_size(value, flag)
 
 
+def _ambiguous_gpu(asked: str, gpu: Any) -> list[str]:
+    """A short alias that other cards' names also start with (--gpu A100) says what it means."""
+    from kvcalc.core.gpus import CATALOG
+
+    key = asked.strip().upper().replace("_", "-").replace(" ", "-")
+    if key == gpu.name.upper():
+        return []
+    others = [g.name for g in CATALOG if g is not gpu and g.name.upper().startswith(key)]
+    if not others:
+        return []
+    return [f"--gpu {asked} means {gpu.name} ({format_bytes(gpu.memory_bytes)}); "
+            f"give --gpu {' or --gpu '.join(others)} for the other {'card' if len(others) == 1 else 'cards'}"]
+
+
 def budget_inputs(
     model: ModelSpec,
     s: Any,  # kvcalc.app.service.Settings
@@ -41,6 +55,7 @@ def budget_inputs(
     if s.gpu is not None:
         gpu = find_gpu(s.gpu)
         gpu_name, total, total_source = gpu.name, gpu.memory_bytes, f"catalog {gpu.name}: {gpu.source}"
+        notes += _ambiguous_gpu(s.gpu, gpu)
     if s.gpu_memory is not None:
         total = parse_size(s.gpu_memory, named("gpu_memory"))
         total_source = "--gpu-memory"

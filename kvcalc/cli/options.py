@@ -13,13 +13,15 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.app.settings import BOOL, TABLE, SettingField, Settings
+from kvcalc.app.settings import BOOL, MODEL, OUTPUT, PANELS, TABLE, SettingField, Settings
 from kvcalc.errors import KvcalcError
 
 Model = Annotated[str, typer.Argument(help="Preset name (kvcalc presets), path to config.json or its folder, or Hub repo id")]
-Format = Annotated[str, typer.Option("--format", "-f", help="table | json | markdown")]
-Units = Annotated[str, typer.Option("--units", help="iec (KiB/MiB/GiB, default) | si (KB/MB/GB)")]
-Revision = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit)")]
+Format = Annotated[str, typer.Option("--format", "-f", help="table | json | markdown", rich_help_panel=OUTPUT)]
+Units = Annotated[str, typer.Option("--units", help="iec (KiB/MiB/GiB, default) | si (KB/MB/GB)", rich_help_panel=OUTPUT)]
+Revision = Annotated[
+    Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit) of a Hub repo id", rich_help_panel=MODEL)
+]
 
 # the default of a command's ``settings`` (and ``sweeps``) parameter: ``command`` fills it in
 FROM_FLAGS: Any = None
@@ -47,7 +49,8 @@ def command(app: typer.Typer, name: str, *, settings: Iterable[str], sweep: bool
     ``fn`` declares a parameter ``settings``; it receives a ``Settings`` built from the
     flags. With ``sweep``, the table's sweepable settings take comma lists and ``fn`` also
     receives ``sweeps``: setting name -> the raw list text (None when not given)."""
-    names = tuple(settings)
+    # in the order of the help panels: model, traffic, parallelism, engine, budget, output
+    names = tuple(sorted(settings, key=lambda n: PANELS.index(TABLE[n].panel) if n in TABLE else 0))
     unknown = [n for n in names if n not in TABLE]
     if unknown:
         raise ValueError(f"unknown settings {unknown}")  # a programming error

@@ -1,0 +1,239 @@
+"""Issue 15: a newcomer's first ten minutes. Each test fails without its fix.
+
+Figures: Qwen3-0.6B holds 2 x 28 layers x 8 KV heads x 128 x 2 B = 114688 B per token;
+4096 tokens = 469762048 B = 448 MiB (docs/design.md section 2)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvcalc.render import Document, Table, to_rich, use_colour
+
+ROOT = Path(__file__).resolve().parent.parent
+NARROW = [
+    ("size", "qwen3-0.6b", "--tokens", "4096"),
+    ("size", "llama-3.1-70b", "--tp", "4", "--gpu", "H100-80GB", "--max-model-len", "32768"),
+    ("size", "deepseek-v3", "--tp", "8", "--gpu", "H200", "--block-size", "64", "--max-model-len", "131072"),
+    ("presets",),
+    ("gpus",),
+    ("fit", "llama-3.1-70b", "--gpu", "H100-80GB", "--max-model-len", "32768", "--concurrency", "32"),
+    ("compare", "qwen3-0.6b", "--attention", "mha,gqa,mqa"),
+    ("compare", "qwen3-0.6b", "--tp", "1,2,4", "--kv-dtype", "bfloat16,fp8"),
+    ("compare", "qwen3-0.6b", "llama-3.1-8b-instruct", "--gpu", "H100-80GB"),
+    ("gate", str(ROOT / "examples" / "capacity.yaml")),
+]
+
+
+# ------------------------------------------------------------------ self-contained
+
+
+def test_nothing_refers_outside_the_repository():
+    pattern = re.compile(r"\.\./shared|shared/(configs|design|seed|vllm-test-vectors)|the seed, section")
+    hits = []
+    for top in ("README.md", "docs", "kvcalc", "tests", ".ci"):
+        for path in [ROOT / top] if (ROOT / top).is_file() else (ROOT / top).rglob("*"):
+            if path.is_file() and path.suffix in ("", ".md", ".py", ".json", ".yaml", ".toml") and path != Path(__file__):
+                text = path.read_text(encoding="utf-8", errors="replace")
+                hits += [f"{path}:{m.group(0)}" for m in pattern.finditer(text)]
+    assert hits == []
+
+
+def test_vllm_vectors_live_in_the_repository():
+    data = ROOT / "tests" / "data" / "vllm-test-vectors.json"
+    note = (ROOT / "tests" / "data" / "vllm-test-vectors.md").read_text()
+    assert json.loads(data.read_text())["count"] == 88
+    assert "Apache" in note and "vLLM" in note
+    assert (ROOT / "docs" / "design.md").is_file()
+
+
+# ------------------------------------------------------------------ output that fits
+
+
+@pytest.mark.parametrize("args", NARROW, ids=lambda a: " ".join(a[:3]))
+def test_80_columns(run, monkeypatch, args):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run(*args)
+    assert code == 0, err
+    too_wide = [line for line in out.splitlines() if len(line) > 80]
+    assert too_wide == []
+
+
+def test_names_are_never_folded(run, monkeypatch):
+    from kvcalc.core.gpus import CATALOG
+    from kvcalc.sources.presets import all_presets
+
+    monkeypatch.setenv("COLUMNS", "80")
+    words = set(run("presets")[1].split())
+    for name, p in all_presets().items():
+        assert name in words and p.hub_id in words
+    words = set(run("gpus")[1].split())
+    assert all(g.name in words for g in CATALOG)
+
+
+def test_width_follows_columns(run, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")
+    wide = run("compare", "qwen3-0.6b", "--attention", "mha,gqa,mqa")[1]
+    assert max(len(x) for x in wide.splitlines()) > 100  # one table, not 120 nor split
+
+
+def test_cells_show_one_human_figure(run, run_json):
+    out = run("size", "qwen3-0.6b", "--tokens", "4096")[1]
+    assert "448 MiB" in out and "469762048 B" not in out and "B (" not in out
+    assert run_json("size", "qwen3-0.6b", "--tokens", "4096")["effective_bytes"] == 469762048
+
+
+def test_colour_only_on_a_tty_and_never_with_no_color(monkeypatch):
+    doc = Document("t", tables=[Table("", ["deployment", "result"], [["a", "PASS"], ["b", "FAIL"]])],
+                   notes=["max_model_len 40960 does not fit the pool"])
+    plain = to_rich(doc, width=80, colour=False)
+    assert "\x1b[" not in plain
+    coloured = to_rich(doc, width=80, colour=True)
+    assert "\x1b[1;32mPASS" in coloured and "\x1b[1;31mFAIL" in coloured and "\x1b[1;31mdoes not fit" in coloured
+
+    class Tty:
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stdout", Tty())
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("TERM", raising=False)
+    assert use_colour()
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_colour()
+
+
+def test_units_si_throughout(run):
+    out = run("size", "qwen3-0.6b", "--gpu", "H100-80GB", "--units", "si")[1]
+    out = re.sub(r"GPUs of >= \d+ GiB", "", " ".join(out.split()))  # vLLM's rule, in its own unit
+    assert not re.search(r"\d (KiB|MiB|GiB)", out), out
+    assert "114.69 KB per token" in out
+
+
+def test_no_repeated_notes_and_plurals(run):
+    out = run("size", "qwen3-0.6b", "--kv-cache-memory", "10GiB", "--tokens", "4096")[1]
+    assert out.count("--kv-cache-memory set") == 1
+    flat = " ".join(out.split())
+    assert "= 1 GPU;" in flat and "1 request of 4096 tokens" in flat and "for 1 replica" in flat
+    assert "1 GPUs" not in flat and "(s)" not in flat and "1 replicas" not in flat and "1 stage(s)" not in flat
+
+
+# ------------------------------------------------------------------ helpful mistakes
+
+
+@pytest.mark.parametrize("typo,hint", [("qwen3-0.6", "qwen3-0.6b"), ("lama-3.1-8b", "llama-3.1-8b"), ("jambaa", "jamba-v0.1")])
+def test_did_you_mean_a_preset(run, typo, hint):
+    code, _, err = run("size", typo)
+    assert code == 2 and f"did you mean '{hint}'" in err and err.count("\n") == 1
+
+
+def test_flags_are_checked_without_a_pool(run):
+    code, _, err = run("size", "qwen3-0.6b", "--gpu-memory-utilization", "1.5")
+    assert code == 2 and "--gpu-memory-utilization" in err
+    code, _, err = run("size", "qwen3-0.6b", "--weights-bytes", "lots")
+    assert code == 2 and "--weights-bytes" in err
+    code, _, err = run("size", "qwen3-0.6b", "--gpu", "H1000")
+    assert code == 2 and "--gpu" in err
+
+
+def test_request_longer_than_max_model_len(run, tmp_path):
+    code, out, _ = run("size", "qwen3-0.6b", "--tokens", "100000", "--max-model-len", "8192")
+    assert code == 0 and "warning: a request of 100000 tokens is longer than --max-model-len 8192" in " ".join(out.split())
+    gate = tmp_path / "g.yaml"
+    gate.write_text("deployments:\n  - name: long\n    model: qwen3-0.6b\n    kv_cache_memory: 8GiB\n"
+                    "    tokens: 100000\n    max_model_len: 8192\n    min_concurrency: 1\n")
+    code, out, err = run("gate", str(gate), "--format", "json")
+    assert code == 2 and "longer than max_model_len 8192" in err
+    assert json.loads(out)["result"] == "error"
+
+
+def test_local_config_is_named_after_what_was_given(run, tmp_path, monkeypatch):
+    cfg = json.loads((ROOT / "presets" / "qwen3-0.6b.json").read_text())["config"]
+    cfg.pop("_name_or_path", None)
+    (tmp_path / "path" / "to").mkdir(parents=True)
+    (tmp_path / "path" / "to" / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "my-model.json").write_text(json.dumps(cfg))
+    monkeypatch.chdir(tmp_path)
+    assert run("size", "./path/to/config.json", "--tokens", "1")[1].startswith("KV cache of path/to ")
+    assert run("size", "my-model.json", "--tokens", "1")[1].startswith("KV cache of my-model ")
+    (tmp_path / "path" / "to" / "config.json").write_text(json.dumps({**cfg, "_name_or_path": "Qwen/Qwen3-0.6B"}))
+    assert run("size", "./path/to/config.json", "--tokens", "1")[1].startswith("KV cache of Qwen/Qwen3-0.6B ")
+
+
+def test_revision_on_a_preset_says_what_to_do(run):
+    code, _, err = run("size", "qwen3-0.6b", "--revision", "main")
+    assert code == 2 and "bundled preset qwen3-0.6b" in err and "kvcalc size Qwen/Qwen3-0.6B --revision main" in err
+
+
+def test_ambiguous_gpu_alias_says_what_it_means(run):
+    out = " ".join(run("size", "qwen3-0.6b", "--gpu", "A100")[1].split())
+    assert "--gpu A100 means A100-40GB (40 GiB); give --gpu A100-80GB for the other card" in out
+    assert "means" not in run("size", "qwen3-0.6b", "--gpu", "A100-80GB")[1]
+
+
+# ------------------------------------------------------------------ conventions
+
+
+def test_version_and_completion(run):
+    from importlib.metadata import version
+
+    code, out, _ = run("--version")
+    assert code == 0 and out == f"kvcalc {version('kvcalc')}\n"
+    code, out, _ = run("--help")
+    assert "--install-completion" in out and "--show-completion" in out
+
+
+@pytest.mark.parametrize("command", ["size", "fit", "compare", "gate", "presets", "report"])
+def test_help_ends_with_examples_and_groups_options(run, command):
+    from kvcalc.cli import EXAMPLES
+
+    code, out, _ = run(command, "--help")
+    assert code == 0 and "Examples:" in out
+    assert 2 <= len(EXAMPLES[command]) <= 4 or command == "lifecycle"
+    assert all(e in out for e in EXAMPLES[command])
+    if command == "size":
+        panels = [p for p in ("Model", "Traffic", "Parallelism", "Engine", "Memory budget", "Output") if f"─ {p} " in out]
+        assert len(panels) == 6 and [out.index(f"─ {p} ") for p in panels] == sorted(out.index(f"─ {p} ") for p in panels)
+
+
+@pytest.mark.parametrize("example", [e for v in __import__("kvcalc.cli", fromlist=["EXAMPLES"]).EXAMPLES.values() for e in v
+                                     if e.split()[1] in ("size", "fit", "compare", "gpus", "ranks", "recompute")])
+def test_help_examples_run(run, example):
+    code, _, err = run(*example.split()[1:])
+    assert code == 0, err
+
+
+def test_vllm_flags_a_user_pastes(run, run_json):
+    args = ("size", "qwen3-0.6b", "--gpu", "H100-80GB", "--tokens", "4096", "--max-num-seqs", "64",
+            "--enable-prefix-caching", "--trust-remote-code", "--served-model-name", "q", "--port", "8000",
+            "--host", "0.0.0.0", "--swap-space", "4", "--seed", "0")
+    code, out, err = run(*args, "--enforce-eager")
+    assert code == 0, err
+    notes = [n for n in run_json(*args)["notes"] if "change nothing" in n]
+    assert len(notes) == 1 and all(f in notes[0] for f in ("--enable-prefix-caching", "--trust-remote-code", "--port", "--seed"))
+    eager = run_json(*args, "--enforce-eager")["pool"]
+    plain = run_json(*args)["pool"]
+    graphs = [t for t in eager["budget"] if "CUDA graphs" in json.dumps(t)] if isinstance(eager.get("budget"), list) else []
+    assert eager["kv_cache_memory_bytes"] - plain["kv_cache_memory_bytes"] == 512 * 2**20 or graphs
+    assert "--max-num-seqs 64 recorded" in " ".join(out.split())
+
+
+def test_gate_json_error_document(run, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("deployments: [\n")
+    for path in (bad, tmp_path / "missing.yaml"):
+        code, out, err = run("gate", str(path), "--format", "json")
+        doc = json.loads(out)
+        assert code == 2 and doc["result"] == "error" and doc["exit_code"] == 2 and doc["errors"] and doc["results"] == []
+
+
+def test_startup_without_rich_for_json():
+    code = "import sys; from kvcalc.cli import main\ntry:\n main(['size','qwen3-0.6b','--format','json'])\nexcept SystemExit: pass\n" \
+           "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'yaml', 'huggingface_hub')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith("[]")
