@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kvcalc.render import Document, Table, to_rich, use_colour
+from kvcalc.render import Document, Table, to_rich
+from kvcalc.render.text import use_colour
 
 ROOT = Path(__file__).resolve().parent.parent
 NARROW = [
@@ -237,3 +238,20 @@ def test_startup_without_rich_for_json():
            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'yaml', 'huggingface_hub')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("[]")
+
+
+def test_progress_on_stderr_only_on_a_terminal_and_after_a_delay(monkeypatch, capsys):
+    import time
+
+    from kvcalc.cli import options as o
+
+    with o.status("fetching", delay=0):  # stderr is not a terminal under pytest: nothing
+        time.sleep(0.2)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(o, "_stderr_tty", lambda: True)
+    with o.status("quick", delay=5):  # done before the delay: nothing
+        pass
+    assert capsys.readouterr().err == ""
+    with o.status("fetching config.json", delay=0):
+        time.sleep(0.3)
+    assert "fetching config.json" in capsys.readouterr().err

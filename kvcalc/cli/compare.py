@@ -49,7 +49,6 @@ def compare(
     from kvcalc.app.compare import compare as build
     from kvcalc.render import render
     from kvcalc.render.compare import compare_document, compare_payload
-    from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)
     u = o.check_units(units)
@@ -58,7 +57,8 @@ def compare(
     sort_key = check_sort(sort)
     inputs = []
     for name in models:
-        resolved = resolve(name, revision=revision)
+        resolved = o.resolve(name, revision=revision)
         inputs.append(ModelInput(name, resolved.spec, resolved.checkpoint))
-    result = build(inputs, settings, lists, variants, sort_key)
+    with o.status("computing the comparison"):
+        result = build(inputs, settings, lists, variants, sort_key)
     o.emit(render(fmt, compare_payload(result), None if fmt == "json" else compare_document(result, u)))

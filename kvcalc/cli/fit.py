@@ -34,15 +34,15 @@ def fit(
     from kvcalc.app.fit import search
     from kvcalc.render import render
     from kvcalc.render.fit import fit_document, fit_payload
-    from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)
     dtypes = ["auto", "fp8"] if kv_dtype.strip().lower() == "any" else [d.strip() for d in kv_dtype.split(",") if d.strip()]
-    resolved = resolve(model, revision=revision)
-    found = search(
-        resolved.spec, settings, concurrency=concurrency, max_gpus=max_gpus, kv_dtypes=dtypes,
-        allow_dp=not no_dp, checkpoint=resolved.checkpoint,
-    )
+    resolved = o.resolve(model, revision=revision)
+    with o.status("searching deployments"):
+        found = search(
+            resolved.spec, settings, concurrency=concurrency, max_gpus=max_gpus, kv_dtypes=dtypes,
+            allow_dp=not no_dp, checkpoint=resolved.checkpoint,
+        )
     payload = fit_payload(
         resolved.spec.name, found, concurrency=concurrency, max_gpus=max_gpus, vllm_version=settings.vllm_version
     )

@@ -95,7 +95,8 @@ def gate(
             o.emit(render("json", rg.error_payload(file, [exc.message]), None))
         raise
 
-    report = evaluate_gate(gate_file)
+    with o.status("checking the gates"):
+        report = evaluate_gate(gate_file)
     o.emit(render(fmt, rg.gate_payload(report, u), None if fmt == "json" else rg.gate_document(report, u)))
     md = rg.markdown_summary(report, u)
     if junit is not None:

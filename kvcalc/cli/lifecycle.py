@@ -46,7 +46,6 @@ def lifecycle(
     from kvcalc.errors import KvcalcError
     from kvcalc.render import lifecycle as rl
     from kvcalc.render import render
-    from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)
     u = o.check_units(units)
@@ -55,7 +54,7 @@ def lifecycle(
     if beams is not None and (settings.prompt is None or settings.gen is None):
         raise KvcalcError("--beams needs --prompt and --gen: the beams fork after the prompt and grow by the generated tokens")
     cpu_bytes = parse_size(offload, "--offload") if offload is not None else None
-    resolved = resolve(model, revision=revision)
+    resolved = o.resolve(model, revision=revision)
     result = evaluate(resolved.spec, settings, checkpoint=resolved.checkpoint)
     fp = result.footprint
     stages = fp.stages

@@ -4,11 +4,12 @@ settings (``kvcalc.app.settings``): named as vLLM names them so values paste bet
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any, Optional
 
 import typer
@@ -97,6 +98,57 @@ def check_units(units: str) -> str:
     if u not in ("iec", "si"):
         raise KvcalcError(f"--units {units!r} is not known; valid: iec, si")
     return u
+
+
+def _stderr_tty() -> bool:
+    try:
+        return bool(sys.stderr.isatty())
+    except (ValueError, AttributeError):
+        return False
+
+
+@contextlib.contextmanager
+def status(message: str, delay: float = 1.0) -> Iterator[None]:
+    """A Rich status line on stderr while the block runs, shown only when stderr is a terminal
+    and only once the block has taken ``delay`` seconds (rich is imported then, not before)."""
+    if not _stderr_tty():
+        yield
+        return
+    import threading
+
+    lock = threading.Lock()
+    state: dict[str, Any] = {}
+
+    def start() -> None:
+        with lock:
+            if state.get("done"):
+                return
+            from rich.console import Console
+
+            shown = Console(file=sys.stderr, force_terminal=True).status(message)
+            shown.start()
+            state["shown"] = shown
+
+    timer = threading.Timer(delay, start)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        with lock:
+            state["done"] = True
+            if "shown" in state:
+                state["shown"].stop()
+
+
+def resolve(model: str, revision: str | None = None) -> Any:
+    """The MODEL argument resolved (kvcalc.sources.resolve), with a status line when it takes
+    over a second (a Hub fetch)."""
+    from kvcalc.sources.resolve import resolve as resolve_model
+
+    with status(f"reading {model} (Hugging Face Hub)"):
+        return resolve_model(model, revision=revision)
 
 
 def emit(text: str) -> None:

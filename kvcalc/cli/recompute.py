@@ -68,9 +68,8 @@ def recompute(
     result = None
     if name is not None:
         from kvcalc.app.service import evaluate
-        from kvcalc.sources.resolve import resolve
 
-        resolved = resolve(name, revision=revision)
+        resolved = o.resolve(name, revision=revision)
         result = evaluate(resolved.spec, settings.with_(prompt=prompt, gen=gen), checkpoint=resolved.checkpoint)
     payload = recompute_payload(counts, result)
     o.emit(render(fmt, payload, None if fmt == "json" else recompute_document(counts, result, u)))
