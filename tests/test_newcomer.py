@@ -255,3 +255,43 @@ def test_progress_on_stderr_only_on_a_terminal_and_after_a_delay(monkeypatch, ca
     with o.status("fetching config.json", delay=0):
         time.sleep(0.3)
     assert "fetching config.json" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ report charts
+
+_TEXT = re.compile(r'<text x="([\d.]+)" y="([\d.]+)" font-size="(\d+)" text-anchor="(\w+)"[^>]*class="([hv]line-label)"[^>]*>([^<]*)</text>')
+
+
+def _boxes(svg: str) -> list[tuple[str, float, float, float, float]]:
+    from kvcalc.render.svg import label_extent
+
+    out = []
+    for x, y, size, anchor, cls, text in _TEXT.findall(svg):
+        lo, hi = label_extent(float(x), text, anchor)
+        out.append((cls, lo, hi, float(y) - int(size), float(y)))
+    return out
+
+
+def _overlaps(svg: str) -> list[tuple]:
+    boxes = _boxes(svg)
+    return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+            if a[1] < b[2] and b[1] < a[2] and a[3] < b[4] and b[3] < a[4]]
+
+
+def test_chart_labels_never_overprint():
+    from kvcalc.render.svg import HLine, Series, VLine, line_chart
+
+    svg = line_chart("t", [Series("a", [(0, 0), (40960, 10)])], x_label="x", y_label="y",
+                     hlines=[HLine(20, "KV pool per GPU (model-a): 20 GiB"), HLine(20.3, "KV pool per GPU (model-b): 20.3 GiB")],
+                     vlines=[VLine(32768, "max_model_len 32,768 (model-a)"), VLine(40960, "max_model_len 40,960 (model-b)")])
+    assert len(_boxes(svg)) == 4 and _overlaps(svg) == []
+
+
+def test_multi_model_report_charts(run, tmp_path):
+    out = tmp_path / "r.html"
+    code, _, err = run("report", "qwen3-0.6b", "llama-3.1-70b", "--gpu", "H200", "--tp", "8", "-o", str(out))
+    assert code == 0, err
+    html = out.read_text()
+    assert _overlaps(html) == []
+    # llama-3.1-70b's requests are more than 8x qwen3-0.6b's: a log axis, not a squashed curve
+    assert "bytes axis is logarithmic" in html

@@ -62,7 +62,9 @@ def kv_context_chart(report: Report) -> Chart:
     pool_max = max([m.pool_bytes_per_rank or 0 for m in models])
     # a pool far above one request would flatten the curves on a linear axis: use a log axis
     # (powers of two, so the ticks read 256 MiB, 1 GiB, 4 GiB, ...)
-    log_y = pool_max > 8 * curve_max
+    # ... and so would one model's curve far above another's (several models in one chart)
+    tops = [max([b for _, b in m.context] + [1]) for m in models]
+    log_y = pool_max > 8 * curve_max or max(tops) > 8 * min(tops)
     if log_y:
         factor, unit = 1, "log scale"
         series = [S.Series(m.name, [(t, float(b)) for t, b in m.context if b > 0], markers=False) for m in models]
@@ -91,7 +93,8 @@ def kv_context_chart(report: Report) -> Chart:
     cap = ("Block-rounded KV bytes one request holds on the most loaded rank, for request lengths up to the model's "
            "maximum; dashed horizontal line: the KV pool vLLM reserves per GPU; dashed vertical line: max_model_len.")
     if log_y:
-        cap += " The pool is more than 8 times the largest request, so the bytes axis is logarithmic."
+        cap += (" The pool is more than 8 times the largest request, or one model's requests more than 8 times"
+                " another's, so the bytes axis is logarithmic.")
     if not report.settings.has_pool:
         cap += " No GPU given, so no pool line (pass --gpu, --gpu-memory or --kv-cache-memory)."
     for m in models:
