@@ -64,6 +64,11 @@ SLOW_TESTS = {
     "test_offline_not_cached",
     "test_malformed_json",
     "test_online_then_offline_from_cache",
+    "test_gated_without_token",
+    "test_repo_not_found",
+    "test_multimodal_text_config",
+    "test_network_unreachable",
+    "test_pool_uses_the_checkpoint_bytes",
 }
 
 
