@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
@@ -133,7 +134,8 @@ def build_app(names: list[str] | None = None) -> typer.Typer:
             modules.append(mod)
     for mod in modules:
         importlib.import_module(mod).register(app)
-    for info in [*app.registered_commands, *app.registered_groups]:
+    infos: list[Any] = [*app.registered_commands, *app.registered_groups]
+    for info in infos:
         if info.name and not info.epilog:  # typer keeps an unset epilog as a falsy placeholder
             info.epilog = epilog(info.name)
     return app

@@ -310,6 +310,37 @@ def _hline_label_ys(f: _Frame, hlines: Sequence[HLine]) -> list[float]:
     return out
 
 
+def _line_ticks(f: _Frame, xs: list[float], ys: list[float], x_ticks: Sequence[float] | None,
+                y_from_zero: bool) -> tuple[list[float], list[float]]:
+    """The ticks of both axes of a line chart; sets the frame's ranges."""
+    x_scale, y_scale = f.x_scale, f.y_scale
+    if x_ticks is not None and x_scale == "linear":
+        xt = sorted(x_ticks)
+        f.x_lo, f.x_hi = min(xt[0], min(xs)), max(xt[-1], max(xs))
+    elif x_scale == "linear":
+        xt = nice_ticks(min(0.0, min(xs)) if min(xs) >= 0 else min(xs), max(xs), 6)
+        f.x_lo, f.x_hi = xt[0], xt[-1]
+    else:
+        xt = power_ticks(min(xs), max(xs), 2 if x_scale == "log2" else 10)
+        f.x_lo, f.x_hi = min(xs), max(xs)
+        if f.x_hi == f.x_lo:
+            f.x_lo, f.x_hi = xt[0], xt[-1]
+        xt = [t for t in xt if f.x_lo * (1 - 1e-9) <= t <= f.x_hi * (1 + 1e-9)]
+        while len(xt) > 10:
+            xt = xt[::2]
+    if y_scale == "linear":
+        lo = min(0.0, min(ys)) if y_from_zero else min(ys)
+        yt = nice_ticks(lo, max(ys), 5)
+    else:
+        yt = power_ticks(min(ys), max(ys), 2 if y_scale == "log2" else 10)
+        if len(yt) > 8:  # every k-th power, evenly spaced, the last one at or above the data
+            k = math.ceil((len(yt) - 1) / 7)
+            base = 2 if y_scale == "log2" else 10
+            yt = [yt[0] * float(base) ** (k * i) for i in range(math.ceil((len(yt) - 1) / k) + 1)]
+    f.y_lo, f.y_hi = yt[0], yt[-1]
+    return list(xt), yt
+
+
 def line_chart(
     title: str,
     series: Sequence[Series],
@@ -346,30 +377,7 @@ def line_chart(
     f = _Frame(width, height, left=78, right=28, top=36 + legend_h + 8 + band, bottom=56, x_scale=x_scale,
                y_scale=y_scale)
 
-    if x_ticks is not None and x_scale == "linear":
-        xt = sorted(x_ticks)
-        f.x_lo, f.x_hi = min(xt[0], min(xs)), max(xt[-1], max(xs))
-    elif x_scale == "linear":
-        xt = nice_ticks(min(0.0, min(xs)) if min(xs) >= 0 else min(xs), max(xs), 6)
-        f.x_lo, f.x_hi = xt[0], xt[-1]
-    else:
-        xt = power_ticks(min(xs), max(xs), 2 if x_scale == "log2" else 10)
-        f.x_lo, f.x_hi = min(xs), max(xs)
-        if f.x_hi == f.x_lo:
-            f.x_lo, f.x_hi = xt[0], xt[-1]
-        xt = [t for t in xt if f.x_lo * (1 - 1e-9) <= t <= f.x_hi * (1 + 1e-9)]
-        while len(xt) > 10:
-            xt = xt[::2]
-    if y_scale == "linear":
-        lo = min(0.0, min(ys)) if y_from_zero else min(ys)
-        yt = nice_ticks(lo, max(ys), 5)
-    else:
-        yt = power_ticks(min(ys), max(ys), 2 if y_scale == "log2" else 10)
-        if len(yt) > 8:  # every k-th power, evenly spaced, the last one at or above the data
-            k = math.ceil((len(yt) - 1) / 7)
-            base = 2 if y_scale == "log2" else 10
-            yt = [yt[0] * float(base) ** (k * i) for i in range(math.ceil((len(yt) - 1) / k) + 1)]
-    f.y_lo, f.y_hi = yt[0], yt[-1]
+    xt, yt = _line_ticks(f, xs, ys, x_ticks, y_from_zero)
 
     rows = _vline_rows(f, vlines)
     f.top += LABEL_ROW * (max(rows, default=0))  # staggered marker labels get more rows above the plot

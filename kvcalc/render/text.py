@@ -55,7 +55,7 @@ def paint(line: str, on: bool, style: str = "") -> str:
     if not on:
         return line
     for pattern, code in HIGHLIGHTS:
-        line = pattern.sub(lambda m, c=code: f"{c}{m.group(0)}{RESET}{style}", line)
+        line = pattern.sub(f"{code}\\g<0>{RESET}{style}", line)
     return f"{style}{line}{RESET}" if style else line
 
 

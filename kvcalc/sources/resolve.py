@@ -39,10 +39,10 @@ def resolve(model: str, *, revision: str | None = None) -> Resolved:
     if revision is not None and not HUB_ID_RE.match(text) and not looks_like_path(text):
         hit = presets.find(text)
         if hit is not None:
-            hub = f"kvcalc size {hit.hub_id} --revision {revision}" if hit.hub_id else "a Hub repo id (org/name)"
+            ask = f"kvcalc size {hit.hub_id} --revision {revision}" if hit.hub_id else "a Hub repo id (org/name)"
             raise ConfigError(
                 f"--revision applies to a Hub repo id, and {text!r} is the bundled preset {hit.name}: drop --revision "
-                f"to use the preset, or ask the Hub: {hub}"
+                f"to use the preset, or ask the Hub: {ask}"
             )
     if revision is None:
         hit = presets.find(text)
