@@ -202,11 +202,29 @@ def test_help_ends_with_examples_and_groups_options(run, command):
         assert len(panels) == 6 and [out.index(f"─ {p} ") for p in panels] == sorted(out.index(f"─ {p} ") for p in panels)
 
 
-@pytest.mark.parametrize("example", [e for v in __import__("kvcalc.cli", fromlist=["EXAMPLES"]).EXAMPLES.values() for e in v
-                                     if e.split()[1] in ("size", "fit", "compare", "gpus", "ranks", "recompute")])
+_ALL_EXAMPLES = [e for v in __import__("kvcalc.cli", fromlist=["EXAMPLES"]).EXAMPLES.values() for e in v]
+
+
+@pytest.mark.parametrize("example", [e for e in _ALL_EXAMPLES
+                                     if e.split()[1] in ("size", "fit", "compare", "gpus", "ranks", "recompute", "lifecycle")])
 def test_help_examples_run(run, example):
     code, _, err = run(*example.split()[1:])
     assert code == 0, err
+
+
+@pytest.mark.parametrize("example", _ALL_EXAMPLES)
+def test_help_examples_use_real_options(run, monkeypatch, example):
+    """Examples that need a GPU, the Hub or files name options their command has."""
+    from kvcalc.cli import EXAMPLES
+
+    monkeypatch.setenv("COLUMNS", "200")
+    words = example.split(">")[0].split()
+    sub = [words[2]] if words[1] == "presets" and len(words) > 2 and words[2] in ("show", "import") else []
+    help_text = run(words[1], *sub, "--help")[1]
+    assert 2 <= len(EXAMPLES[words[1]]) <= 4
+    for w in words:
+        if w.startswith("-"):
+            assert w in help_text, (example, w)
 
 
 def test_vllm_flags_a_user_pastes(run, run_json):

@@ -41,14 +41,15 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "fit": ("kvcalc fit llama-3.1-70b --gpu H100-80GB --max-model-len 32768 --concurrency 32",
             "kvcalc fit qwen3-32b --gpu A100-80GB --max-model-len 16384 --concurrency 8 --format json"),
     "gpus": ("kvcalc gpus", "kvcalc gpus --units si"),
-    "lifecycle": ("kvcalc lifecycle qwen3-0.6b --beams 4 --prompt 1000 --gen 100",),
+    "lifecycle": ("kvcalc lifecycle qwen3-0.6b --beams 4 --prompt 1000 --gen 100",
+                  "kvcalc lifecycle qwen3-0.6b --spec-tokens 4 --prompt 1000 --gen 100 --kv-cache-memory 8GiB"),
     "report": ("kvcalc report qwen3-0.6b --gpu H100-80GB -o report.html",
                "kvcalc report qwen3-8b llama-3.1-8b --gpu H100-80GB --format markdown -o review.md"),
     "compare": ("kvcalc compare qwen3-0.6b --attention mha,gqa,mqa", "kvcalc compare qwen3-0.6b --tp 1,2,4 --kv-dtype bfloat16,fp8",
                 "kvcalc compare qwen3-8b llama-3.1-8b --gpu H100-80GB"),
     "recompute": ("kvcalc recompute --prompt 4 --gen 5", "kvcalc recompute qwen3-0.6b --prompt 2048 --gen 128"),
     "gate": ("kvcalc gate --init > capacity.yaml", "kvcalc gate capacity.yaml", "kvcalc gate capacity.yaml --format json --junit gate.xml"),
-    "probe": ("kvcalc probe qwen3-0.6b --device cpu", "kvcalc probe qwen3-0.6b --vllm-log serve.log"),
+    "probe": ("kvcalc probe qwen3-0.6b --device cpu", "kvcalc probe qwen3-0.6b --from-vllm-log serve.log"),
 }
 
 

@@ -114,7 +114,8 @@ def import_preset(
 
     from kvcalc.sources.hub import resolve_hub
 
-    resolved = resolve_hub(text, revision=revision)
+    with o.status(f"reading {text} (Hugging Face Hub)"):
+        resolved = resolve_hub(text, revision=revision)
     day = datetime.datetime.now(datetime.UTC).date().isoformat()
     commit = resolved.record.get("commit", "")
     how = "read from the Hub cache" if resolved.record.get("from_cache") else "downloaded"

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 FORMATS = ("table", "json", "markdown")
+NAME_COLUMNS = frozenset({"model", "name", "Hub id", "GPU", "gpu", "deployment", "variant"})
 
 
 class Table:
@@ -21,13 +22,15 @@ class Table:
     __slots__ = ("title", "columns", "rows", "align", "keep")
 
     def __init__(self, title: str, columns: list[str], rows: list[list[Any]] | None = None,
-                 align: list[str] | None = None, keep: tuple[int, ...] = (0,)) -> None:
+                 align: list[str] | None = None, keep: tuple[int, ...] | None = None) -> None:
         self.title = title
         self.columns = columns
         self.rows = rows if rows is not None else []
         self.align = align
-        # columns never wrapped or folded: the names a user types (model, Hub id, GPU)
-        self.keep = keep
+        # columns never wrapped or folded: the names a user types (model, Hub id, GPU); by default
+        # the first column and every column named as one of NAME_COLUMNS
+        self.keep = keep if keep is not None else tuple(
+            i for i, c in enumerate(columns) if i == 0 or str(c) in NAME_COLUMNS)
 
     def aligns(self) -> list[str]:
         if self.align:
