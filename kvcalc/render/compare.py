@@ -90,7 +90,15 @@ def compare_document(c: Comparison, units: str = "iec") -> Document:
     else:
         title = f"Sweep of {c.models[0]}"
     doc = Document(title)
+    doc.facts = _facts(c, ok, variants)
+    doc.tables.append(_table(c, ok, variants, multi_model, units))
+    doc.notes = _notes(c, variants)
+    return doc
 
+
+def _facts(c: Comparison, ok: list[Row], variants: bool) -> list[tuple[str, str]]:
+    rows = c.rows
+    doc = Document("")
     if c.varying:
         doc.facts.append(
             ("sweep", " x ".join(f"{SWEEP_FLAGS[k][0]} {', '.join(map(str, c.sweeps[k]))}" for k in c.varying)
@@ -118,7 +126,11 @@ def compare_document(c: Comparison, units: str = "iec") -> Document:
                      f"(N_kv {', '.join(str(r.variant.num_kv_heads) for r in grp)})")
                 )
     doc.facts.append(("order", f"sorted by {SORT_KEYS[c.sort]}" if c.sort else "as given"))
+    return doc.facts
 
+
+def _table(c: Comparison, ok: list[Row], variants: bool, multi_model: bool, units: str) -> Table:
+    rows = c.rows
     any_parallel = any(r.result.footprint.plan.ranks_per_replica > 1 for r in ok)
     cols: list[str] = []
     if multi_model or not variants:
@@ -152,8 +164,11 @@ def compare_document(c: Comparison, units: str = "iec") -> Document:
     ]
     for r in rows:
         table.rows.append([_cell(col, r, c, units) for col in cols])
-    doc.tables.append(table)
+    return table
 
+
+def _notes(c: Comparison, variants: bool) -> list[str]:
+    rows = c.rows
     notes: list[str] = []
     if variants:
         if any(r.variant is not None and r.variant.hypothetical for r in rows):
@@ -181,8 +196,7 @@ def compare_document(c: Comparison, units: str = "iec") -> Document:
             "pool tokens: blocks x block size of one GPU's KV pool; max concurrency: requests of max_model_len tokens "
             "at once, as vLLM prints it (kvcalc size shows the budget behind each)"
         )
-    doc.notes = notes
-    return doc
+    return notes
 
 
 def _cell(col: str, r: Row, c: Comparison, units: str) -> Any:

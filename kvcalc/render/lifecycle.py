@@ -122,6 +122,94 @@ def _sharing_facts(r: SharingReport, shared: str, unshared: str, replica_unshare
     ]
 
 
+def _beams_section(beams: tuple[SharingReport, dict], units: str) -> Document:
+    r, info = beams
+    sec = Document(f"Beam search: {info['width']} beams, prompt {info['prompt']}, {info['tokens']} positions per beam")
+    sec.facts = _sharing_facts(r, "with the prompt's full blocks shared", "if every beam held its own copy",
+                               "without sharing", units)
+    if r.copies > 1:
+        sec.facts.append(("groups", f"{r.copies} independent beam groups (--batch), counted {r.copies} times"))
+    sec.tables.append(sharing_table("Blocks per layer, one beam group", r, "beam", units))
+    sec.notes = [
+        "worst case: beams that diverge right after the prompt; beams that share later tokens share more blocks",
+        "vLLM V1 runs each beam step as a request of max_tokens=1 that finds the prompt's full blocks in the "
+        "prefix cache (entrypoints/generate/beam_search); a fork with reference counts is the same count",
+    ]
+    return sec
+
+
+def _spec_section(spec: SpecReport, units: str) -> Document:
+    sec = Document(
+        f"Speculative decoding: {spec.spec_tokens} draft tokens"
+        + (f" + {spec.lookahead} drafter lookahead slots" if spec.lookahead else "")
+        + f", {plural(spec.requests, 'request')}"
+    )
+    sec.facts = [
+        ("extra slots", f"{spec.extra_slots_per_request} positions per request during verification "
+                        f"(T + 1 + {spec.extra_slots_per_request} instead of T + 1)"),
+        ("per rank", f"{_b(spec.per_rank('verify_bytes'), units)} during verification vs "
+                     f"{_b(spec.per_rank('decode_bytes'), units)} for a plain decode step: "
+                     f"{_b(spec.per_rank('extra_bytes'), units)} more at these lengths"),
+        ("worst case", f"{_b(spec.per_rank('worst_extra_bytes_per_request'), units)} more per request per rank "
+                       "(when a request's length ends on a block boundary)"),
+        ("per replica", f"{_b(spec.per_replica('extra_bytes'), units)} more"),
+    ]
+    t = Table("Blocks per layer, all requests",
+              ["PP", "kind", "layers", "page (1 layer)", "decode step", "verification", "extra", "worst extra / request"],
+              align=["r", "l", "r", "r", "r", "r", "r", "r"])
+    for i, st in enumerate(spec.stages):
+        for g in st:
+            t.rows.append([i, g.kind, g.layers, _b(g.page_bytes, units), g.decode_blocks, g.verify_blocks,
+                           g.extra_blocks, g.worst_extra_blocks])
+    sec.tables.append(t)
+    sec.notes = [
+        "rejected drafts roll back num_computed_tokens: their slots are overwritten by the next tokens and the "
+        "blocks stay with the request until it ends (vLLM scheduler update_from_output)",
+        "EAGLE / draft models write KV for their lookahead positions too: pass --spec-lookahead K for them "
+        "(vLLM num_lookahead_tokens); their own draft layers add specs to the same pool and are not counted here",
+    ]
+    if any(g.kind == "mamba" for st in spec.stages for g in st):
+        sec.notes.append(
+            "state layers keep K speculative state blocks for the whole request (num_speculative_blocks); "
+            "the conv state's K extra rows are not counted"
+        )
+    return sec
+
+
+def _prefix_section(prefix: tuple[SharingReport, dict], units: str) -> Document:
+    r, info = prefix
+    sec = Document(f"Automatic prefix caching: a common prefix of {info['hit']} tokens, {plural(info['requests'], 'request')}")
+    sec.facts = _sharing_facts(r, "with the prefix's full blocks stored once", "without prefix caching",
+                               "without", units)
+    sec.tables.append(sharing_table("Blocks per layer, all requests", r, "request", units))
+    sec.notes = [
+        "only full blocks are shared: the prefix's partial block is computed and held by every request",
+        "a request reuses at most prompt - 1 tokens: vLLM computes the last prompt token for its logits "
+        "(max_cache_hit_length = num_tokens - 1), so a prefix that is the whole prompt loses its last block",
+        "recurrent state (mamba) and encoder blocks are counted per request",
+    ]
+    return sec
+
+
+def _offload_section(off: OffloadReport, units: str) -> Document:
+    sec = Document(f"CPU offload tier of {_b(off.cpu_bytes, units)} per replica")
+    sec.facts = [
+        ("holds", f"{off.tokens} more tokens = {off.blocks} blocks x {off.block_size}"),
+        ("arithmetic", f"{off.cpu_bytes} B // round_up({off.block_bytes_per_rank} B per block per rank x "
+                       f"{off.ranks} ranks, 4096) = {off.cpu_bytes} // {off.chunk_bytes} = {off.blocks} blocks"),
+        ("per rank", f"{_b(off.cpu_bytes_per_rank, units)} of host memory at {_b(off.bytes_per_token_per_rank, units)} per token"),
+    ]
+    if off.gpu_pool_tokens:
+        ratio = off.tokens / off.gpu_pool_tokens
+        sec.facts.append(("vs the GPU pool", f"{off.gpu_pool_tokens} tokens on the GPUs; the CPU tier adds "
+                                             f"{ratio:.2f}x that"))
+    sec.notes = [
+        "the size is vLLM's --kv-offloading-size: the total over the ranks of one replica (native offloading)",
+        "offloaded blocks are copied back before use: they extend the prefix cache, not the batch the GPUs run",
+    ]
+    return sec
+
+
 def lifecycle_document(
     title: str,
     facts: list[tuple[str, str]],
@@ -134,84 +222,12 @@ def lifecycle_document(
 ) -> Document:
     doc = Document(title, facts=list(facts))
     if beams is not None:
-        r, info = beams
-        sec = Document(f"Beam search: {info['width']} beams, prompt {info['prompt']}, {info['tokens']} positions per beam")
-        sec.facts = _sharing_facts(r, "with the prompt's full blocks shared", "if every beam held its own copy",
-                                   "without sharing", units)
-        if r.copies > 1:
-            sec.facts.append(("groups", f"{r.copies} independent beam groups (--batch), counted {r.copies} times"))
-        sec.tables.append(sharing_table("Blocks per layer, one beam group", r, "beam", units))
-        sec.notes = [
-            "worst case: beams that diverge right after the prompt; beams that share later tokens share more blocks",
-            "vLLM V1 runs each beam step as a request of max_tokens=1 that finds the prompt's full blocks in the "
-            "prefix cache (entrypoints/generate/beam_search); a fork with reference counts is the same count",
-        ]
-        doc.sections.append(sec)
+        doc.sections.append(_beams_section(beams, units))
     if spec is not None:
-        sec = Document(
-            f"Speculative decoding: {spec.spec_tokens} draft tokens"
-            + (f" + {spec.lookahead} drafter lookahead slots" if spec.lookahead else "")
-            + f", {plural(spec.requests, 'request')}"
-        )
-        sec.facts = [
-            ("extra slots", f"{spec.extra_slots_per_request} positions per request during verification "
-                            f"(T + 1 + {spec.extra_slots_per_request} instead of T + 1)"),
-            ("per rank", f"{_b(spec.per_rank('verify_bytes'), units)} during verification vs "
-                         f"{_b(spec.per_rank('decode_bytes'), units)} for a plain decode step: "
-                         f"{_b(spec.per_rank('extra_bytes'), units)} more at these lengths"),
-            ("worst case", f"{_b(spec.per_rank('worst_extra_bytes_per_request'), units)} more per request per rank "
-                           "(when a request's length ends on a block boundary)"),
-            ("per replica", f"{_b(spec.per_replica('extra_bytes'), units)} more"),
-        ]
-        t = Table("Blocks per layer, all requests",
-                  ["PP", "kind", "layers", "page (1 layer)", "decode step", "verification", "extra", "worst extra / request"],
-                  align=["r", "l", "r", "r", "r", "r", "r", "r"])
-        for i, st in enumerate(spec.stages):
-            for g in st:
-                t.rows.append([i, g.kind, g.layers, _b(g.page_bytes, units), g.decode_blocks, g.verify_blocks,
-                               g.extra_blocks, g.worst_extra_blocks])
-        sec.tables.append(t)
-        sec.notes = [
-            "rejected drafts roll back num_computed_tokens: their slots are overwritten by the next tokens and the "
-            "blocks stay with the request until it ends (vLLM scheduler update_from_output)",
-            "EAGLE / draft models write KV for their lookahead positions too: pass --spec-lookahead K for them "
-            "(vLLM num_lookahead_tokens); their own draft layers add specs to the same pool and are not counted here",
-        ]
-        if any(g.kind == "mamba" for st in spec.stages for g in st):
-            sec.notes.append(
-                "state layers keep K speculative state blocks for the whole request (num_speculative_blocks); "
-                "the conv state's K extra rows are not counted"
-            )
-        doc.sections.append(sec)
+        doc.sections.append(_spec_section(spec, units))
     if prefix is not None:
-        r, info = prefix
-        sec = Document(f"Automatic prefix caching: a common prefix of {info['hit']} tokens, {plural(info['requests'], 'request')}")
-        sec.facts = _sharing_facts(r, "with the prefix's full blocks stored once", "without prefix caching",
-                                   "without", units)
-        sec.tables.append(sharing_table("Blocks per layer, all requests", r, "request", units))
-        sec.notes = [
-            "only full blocks are shared: the prefix's partial block is computed and held by every request",
-            "a request reuses at most prompt - 1 tokens: vLLM computes the last prompt token for its logits "
-            "(max_cache_hit_length = num_tokens - 1), so a prefix that is the whole prompt loses its last block",
-            "recurrent state (mamba) and encoder blocks are counted per request",
-        ]
-        doc.sections.append(sec)
+        doc.sections.append(_prefix_section(prefix, units))
     if off is not None:
-        sec = Document(f"CPU offload tier of {_b(off.cpu_bytes, units)} per replica")
-        sec.facts = [
-            ("holds", f"{off.tokens} more tokens = {off.blocks} blocks x {off.block_size}"),
-            ("arithmetic", f"{off.cpu_bytes} B // round_up({off.block_bytes_per_rank} B per block per rank x "
-                           f"{off.ranks} ranks, 4096) = {off.cpu_bytes} // {off.chunk_bytes} = {off.blocks} blocks"),
-            ("per rank", f"{_b(off.cpu_bytes_per_rank, units)} of host memory at {_b(off.bytes_per_token_per_rank, units)} per token"),
-        ]
-        if off.gpu_pool_tokens:
-            ratio = off.tokens / off.gpu_pool_tokens
-            sec.facts.append(("vs the GPU pool", f"{off.gpu_pool_tokens} tokens on the GPUs; the CPU tier adds "
-                                                 f"{ratio:.2f}x that"))
-        sec.notes = [
-            "the size is vLLM's --kv-offloading-size: the total over the ranks of one replica (native offloading)",
-            "offloaded blocks are copied back before use: they extend the prefix cache, not the batch the GPUs run",
-        ]
-        doc.sections.append(sec)
+        doc.sections.append(_offload_section(off, units))
     doc.notes = list(notes)
     return doc

@@ -14,6 +14,7 @@ from kvcalc.core.units import format_bytes
 from kvcalc.render import Table
 from kvcalc.render import svg as S
 from kvcalc.render.pool import pool_document
+from kvcalc.words import plural
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 # every chart a report may draw; a Markdown report writes <stem>-<slug>.svg for each drawn
@@ -228,7 +229,7 @@ def _model_blocks(m: ModelReport, units: str) -> list[Block]:
                                     f"({ck.get('source', 'metadata')})"))
     facts += [
         ("KV cache dtype", f"{fp.cache.kv_dtype.name} ({fp.cache.kv_dtype.bytes} B per element)"),
-        ("plan", f"TP {p.tp} x PP {p.pp} x DP {p.dp} = {p.world_size} GPUs; block size {fp.cache.block_size} tokens; "
+        ("plan", f"TP {p.tp} x PP {p.pp} x DP {p.dp} = {plural(p.world_size, 'GPU')}; block size {fp.cache.block_size} tokens; "
                  f"max_model_len {r.max_model_len:,}; vLLM {r.vllm_version} rules"),
         ("traffic", fp.traffic.description),
     ]
