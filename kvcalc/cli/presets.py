@@ -22,6 +22,7 @@ def list_presets(ctx: typer.Context, format: o.Format = "table") -> None:
     if ctx.invoked_subcommand is not None:
         return
     from kvcalc.core.footprint import CacheSettings, layer_spec, resolve_kv_dtype
+    from kvcalc.core.units import format_bytes
     from kvcalc.render import Document, Table, render
     from kvcalc.sources.config import spec_from_config
     from kvcalc.sources.presets import all_presets
@@ -53,9 +54,10 @@ def list_presets(ctx: typer.Context, format: o.Format = "table") -> None:
     doc.tables.append(
         Table(
             "",
-            ["name", "Hub id", "type", "attention", "layers", "KV heads", "head_dim", "dtype", "B/token"],
+            ["name", "Hub id", "type", "attention", "layers", "KV heads", "head_dim", "dtype", "per token"],
             [[r["name"] + (" (user)" if r["user"] else ""), r["hub_id"], r["model_type"], r["attention"],
-              r["num_layers"], r["num_kv_heads"], r["head_dim"], r["dtype"], r["bytes_per_token"]] for r in rows],
+              r["num_layers"], r["num_kv_heads"], r["head_dim"], r["dtype"], format_bytes(r["bytes_per_token"])]
+             for r in rows],
             align=["l", "l", "l", "l", "r", "r", "r", "l", "r"],
         )
     )

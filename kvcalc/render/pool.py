@@ -28,8 +28,9 @@ def pool_document(r: PoolReport, units: str = "iec") -> Document:
     doc.tables.append(
         Table(
             "KV cache groups",
-            ["group", "layers", "block size", "page bytes", "blocks per request"],
-            [[g.kind, len(g.layers), g.block_size, g.spec.page_size_bytes, g.blocks_per_request(L, i.in_flight_tokens)]
+            ["group", "layers", "block size", "page (1 layer)", "blocks per request"],
+            [[g.kind, len(g.layers), g.block_size, format_bytes(g.spec.page_size_bytes, units),
+              g.blocks_per_request(L, i.in_flight_tokens)]
              for g in r.groups],
         )
     )

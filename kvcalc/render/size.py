@@ -176,10 +176,10 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
         doc.tables.append(
             Table(
                 "Layer groups (whole model, TP 1)",
-                ["kind", "layers", "KV heads", "head size", "window", "B/token/layer", "state B/request/layer"],
+                ["kind", "layers", "KV heads", "head size", "window", "per token per layer", "state per request per layer"],
                 [
                     [g["kind"], g["layers"], g["kv_heads"], g["head_size"], g["window"] or "-",
-                     g["bytes_per_token_per_layer"], g["state_bytes_per_request_per_layer"]]
+                     _b(g["bytes_per_token_per_layer"], units), _b(g["state_bytes_per_request_per_layer"], units)]
                     for g in groups
                 ],
             )
