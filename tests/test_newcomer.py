@@ -89,6 +89,10 @@ def test_cells_show_one_human_figure(run, run_json):
     out = run("size", "qwen3-0.6b", "--tokens", "4096")[1]
     assert "448 MiB" in out and "469762048 B" not in out and "B (" not in out
     assert run_json("size", "qwen3-0.6b", "--tokens", "4096")["effective_bytes"] == 469762048
+    presets = run("presets")[1]
+    assert "112 KiB" in presets and "114688" not in presets
+    pool = run("size", "qwen3-0.6b", "--gpu", "H100-80GB")[1]  # KV cache groups: 16 x 112 KiB / 28 layers
+    assert "64 KiB" in pool and "65536" not in pool
 
 
 def test_colour_only_on_a_tty_and_never_with_no_color(monkeypatch):
