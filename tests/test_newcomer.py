@@ -104,6 +104,8 @@ def test_colour_only_on_a_tty_and_never_with_no_color(monkeypatch):
     assert "\x1b[" not in plain
     coloured = to_rich(doc, width=80, colour=True)
     assert "\x1b[1;32mPASS" in coloured and "\x1b[1;31mFAIL" in coloured and "\x1b[1;31mdoes not fit" in coloured
+    fits = Document("pool", facts=[("fits max_model_len", "NO — vLLM refuses to start: ...")])
+    assert "\x1b[1;31mNO" in to_rich(fits, width=80, colour=True)
 
     class Tty:
         def isatty(self):

@@ -23,7 +23,8 @@ BOLD, RESET = "\x1b[1m", "\x1b[0m"
 HIGHLIGHTS = (
     (re.compile(r"\bPASS(ED)?\b"), "\x1b[1;32m"),
     (re.compile(r"\b(FAIL(ED)?|ERROR)\b"), "\x1b[1;31m"),
-    (re.compile(r"does not fit|cannot be computed"), "\x1b[1;31m"),
+    (re.compile(r"does not fit|cannot be computed|\bNO\b|refuses to start"), "\x1b[1;31m"),
+    (re.compile(r"\bwarning:"), "\x1b[1;33m"),
 )
 
 
