@@ -309,3 +309,13 @@ def test_multi_model_report_charts(run, tmp_path):
     assert _overlaps(html) == []
     # llama-3.1-70b's requests are more than 8x qwen3-0.6b's: a log axis, not a squashed curve
     assert "bytes axis is logarithmic" in html
+
+
+def test_split_tables_repeat_the_columns_that_name_a_row(run, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    out = run("compare", "qwen3-0.6b", "--gpu", "H100-80GB,A100-40GB,L4", "--tp", "1,2")[1]
+    headers = [ln for ln in out.splitlines() if ln.startswith("model ")]
+    assert len(headers) > 1 and all(h.split()[:3] == ["model", "tp", "gpu"] for h in headers)
+    out = run("gate", str(ROOT / "examples" / "capacity.yaml"))[1]
+    headers = [ln for ln in out.splitlines() if ln.startswith("deployment ")]
+    assert len(headers) > 1 and all(h.split()[:2] == ["deployment", "promise"] for h in headers)

@@ -19,10 +19,10 @@ NAME_COLUMNS = frozenset({"model", "name", "Hub id", "GPU", "gpu", "deployment",
 class Table:
     """A titled table; ``align`` is 'r' for numbers, 'l' for text (default: first column 'l')."""
 
-    __slots__ = ("title", "columns", "rows", "align", "keep")
+    __slots__ = ("title", "columns", "rows", "align", "keep", "key")
 
     def __init__(self, title: str, columns: list[str], rows: list[list[Any]] | None = None,
-                 align: list[str] | None = None, keep: tuple[int, ...] | None = None) -> None:
+                 align: list[str] | None = None, keep: tuple[int, ...] | None = None, key: int = 1) -> None:
         self.title = title
         self.columns = columns
         self.rows = rows if rows is not None else []
@@ -31,6 +31,8 @@ class Table:
         # the first column and every column named as one of NAME_COLUMNS
         self.keep = keep if keep is not None else tuple(
             i for i, c in enumerate(columns) if i == 0 or str(c) in NAME_COLUMNS)
+        # the leading columns that name a row: repeated when a wide table is split into column groups
+        self.key = key
 
     def aligns(self) -> list[str]:
         if self.align:

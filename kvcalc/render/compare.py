@@ -155,7 +155,8 @@ def _table(c: Comparison, ok: list[Row], variants: bool, multi_model: bool, unit
     if any(_note(r) for r in rows):
         cols.append("note")
 
-    table = Table("", cols)
+    ids = ("model", "variant", *(SWEEP_FLAGS[k][0].lstrip("-") for k in c.varying))
+    table = Table("", cols, key=max(1, sum(1 for col in cols if col in ids)))
     table.align = [
         "r" if col in ("N_q", "N_kv", "Q per KV", "bytes/token", "bytes/token/rank", "ratio",
                        "effective KV", "block-rounded KV", "pool tokens", "max concurrency", "tp", "pp", "dp",

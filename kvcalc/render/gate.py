@@ -102,6 +102,7 @@ def gate_document(report: GateReport, units: str = "iec") -> Document:
             ["deployment", "promise", "required", "actual", "margin", "result"],
             rows(report, units),
             align=["l", "l", "r", "r", "r", "l"],
+            key=2,
         )
     )
     bad = [o for o in report.outcomes if o.status != "pass"]

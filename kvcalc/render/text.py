@@ -93,28 +93,33 @@ def max_widths(t: Table) -> list[int]:
 
 def fit_columns(t: Table, width: int) -> list[Table]:
     """``t`` as one or more tables no wider than ``width``: when its columns do not fit side by
-    side, they are split into groups, each repeating the first (name) column. An empty list of
-    columns means not even the first column and one more fit."""
+    side, they are split into groups, each repeating the key columns that name a row (``t.key``,
+    at least the first). An empty list of columns means not even the key and one more fit."""
     mins = min_widths(t)
     if sum(mins) + GAP * (len(mins) - 1) <= width or len(mins) < 2:
         return [t]
+    key = list(range(max(1, min(t.key, len(mins) - 1))))
+    key_w = sum(mins[k] for k in key) + GAP * (len(key) - 1)
+    if len(key) > 1 and (key_w > 2 * width // 3 or key_w + GAP + min(mins[len(key):]) > width):
+        key, key_w = [0], mins[0]  # the key would leave too little room: repeat the first column only
     groups: list[list[int]] = []
     used = width + 1
-    for i in range(1, len(mins)):
+    for i in range(len(key), len(mins)):
         if used + GAP + mins[i] > width:
             groups.append([])
-            used = mins[0]
+            used = key_w
         groups[-1].append(i)
         used += GAP + mins[i]
-    if any(mins[0] + GAP + mins[g[0]] > width for g in groups):
+    if any(key_w + GAP + mins[g[0]] > width for g in groups):
         return [Table(t.title, [], [])]
     aligns = t.aligns()
     parts = []
     for n, g in enumerate(groups):
-        cols = [0, *g]
+        cols = [*key, *g]
         title = t.title if n == 0 else (f"{t.title} (continued)" if t.title else "")
         parts.append(Table(title, [t.columns[c] for c in cols], [[r[c] if c < len(r) else "" for c in cols] for r in t.rows],
-                           align=[aligns[c] for c in cols], keep=tuple(k for k, c in enumerate(cols) if c in t.keep)))
+                           align=[aligns[c] for c in cols], keep=tuple(k for k, c in enumerate(cols) if c in t.keep),
+                           key=len(key)))
     return parts
 
 
