@@ -259,6 +259,14 @@ def test_gate_json_error_document(run, tmp_path):
         code, out, err = run("gate", str(path), "--format", "json")
         doc = json.loads(out)
         assert code == 2 and doc["result"] == "error" and doc["exit_code"] == 2 and doc["errors"] and doc["results"] == []
+    code, out, _ = run("gate", "--format", "json")  # no file at all
+    assert code == 2 and json.loads(out)["errors"] == ["give a gate file (kvcalc gate capacity.yaml), or --init to print an example"]
+
+
+def test_gate_json_is_one_document_when_a_late_step_fails(run, monkeypatch, tmp_path):
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "missing" / "summary.md"))
+    code, out, err = run("gate", str(ROOT / "examples" / "capacity.yaml"), "--format", "json")
+    assert code == 2 and "GITHUB_STEP_SUMMARY" in err and json.loads(out)["result"] == "pass"
 
 
 @pytest.mark.parametrize("fmt", ["json", "table"])
