@@ -1,6 +1,5 @@
-"""`kvcalc report` as HTML (one self-contained file: inline CSS, inline SVG, no external
-asset, opens offline) or Markdown (tables; charts as SVG files beside it, or left out with a
-note). Returns text, never writes: the command writes the files atomically."""
+"""`kvcalc report` as HTML (one self-contained file: inline CSS, inline SVG, no external asset, opens offline) or
+Markdown (tables; charts as SVG files beside it, or left out with a note). Returns text; the command writes the files."""
 
 from __future__ import annotations
 
@@ -36,16 +35,11 @@ Block = tuple
 
 
 def _unit(largest: float) -> tuple[int, str]:
-    for factor, name in ((GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
-        if largest >= factor:
-            return factor, name
-    return 1, "B"
+    return next(((f, n) for f, n in ((GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")) if largest >= f), (1, "B"))
 
 
 def _b(n: int | None, units: str) -> str:
-    if n is None:
-        return "-"
-    return format_bytes(n, units)  # one human figure per cell; the JSON keeps the integer
+    return "-" if n is None else format_bytes(n, units)  # one human figure per cell; the JSON keeps the integer
 
 
 def _no_pool_reason(m: ModelReport) -> str:
@@ -208,6 +202,37 @@ def _summary(report: Report, units: str) -> Table:
     return t
 
 
+def _sweep_blocks(m: ModelReport, units: str) -> list[Block]:
+    """The model across TP sizes and across KV cache dtypes."""
+    out: list[Block] = []
+    out.append(("h", 3, "Across TP sizes"))
+    tpt = Table("", ["TP", "KV heads per rank", "bytes per token per rank", ""], align=["r", "r", "r", "l"])
+    for row in m.tp_sweep:
+        if row.error:
+            tpt.rows.append([row.tp, "-", "-", row.error])
+        else:
+            tpt.rows.append([row.tp, f"{row.kv_heads_per_rank}" + (" (replicated)" if row.replicated else ""),
+                             _b(row.bytes_per_token_per_rank, units),
+                             "KV heads replicated: no further saving" if row.replicated else ""])
+    out.append(("table", tpt))
+    out.append(("h", 3, "Across KV cache dtypes"))
+    dt = Table("", ["--kv-cache-dtype", "bytes per token", "per rank", "block-rounded per rank", "pool tokens",
+                    "max concurrency", "fits"])
+    for row in m.dtypes:
+        if row.error:
+            dt.rows.append([row.label, "-", "-", "-", "-", "-", row.error])
+            continue
+        dt.rows.append([
+            row.label, _b(row.bytes_per_token, units), _b(row.bytes_per_token_per_rank, units),
+            format_bytes(row.block_rounded_bytes_per_rank or 0, units),
+            f"{row.pool_tokens:,}" if row.pool_tokens is not None else "-",
+            f"{row.max_concurrency:.2f}x" if row.max_concurrency is not None else "-",
+            ("yes" if row.fits else "NO") if row.fits is not None else "-",
+        ])
+    out.append(("table", dt))
+    return out
+
+
 def _model_blocks(m: ModelReport, units: str) -> list[Block]:
     from kvcalc.render.size import ranks_table, size_document
 
@@ -262,31 +287,7 @@ def _model_blocks(m: ModelReport, units: str) -> list[Block]:
         out.append(("facts", pd.facts))
         for t in pd.tables:
             out.append(("table", t))
-    out.append(("h", 3, "Across TP sizes"))
-    tpt = Table("", ["TP", "KV heads per rank", "bytes per token per rank", ""], align=["r", "r", "r", "l"])
-    for row in m.tp_sweep:
-        if row.error:
-            tpt.rows.append([row.tp, "-", "-", row.error])
-        else:
-            tpt.rows.append([row.tp, f"{row.kv_heads_per_rank}" + (" (replicated)" if row.replicated else ""),
-                             _b(row.bytes_per_token_per_rank, units),
-                             "KV heads replicated: no further saving" if row.replicated else ""])
-    out.append(("table", tpt))
-    out.append(("h", 3, "Across KV cache dtypes"))
-    dt = Table("", ["--kv-cache-dtype", "bytes per token", "per rank", "block-rounded per rank", "pool tokens",
-                    "max concurrency", "fits"])
-    for row in m.dtypes:
-        if row.error:
-            dt.rows.append([row.label, "-", "-", "-", "-", "-", row.error])
-            continue
-        dt.rows.append([
-            row.label, _b(row.bytes_per_token, units), _b(row.bytes_per_token_per_rank, units),
-            format_bytes(row.block_rounded_bytes_per_rank or 0, units),
-            f"{row.pool_tokens:,}" if row.pool_tokens is not None else "-",
-            f"{row.max_concurrency:.2f}x" if row.max_concurrency is not None else "-",
-            ("yes" if row.fits else "NO") if row.fits is not None else "-",
-        ])
-    out.append(("table", dt))
+    out += _sweep_blocks(m, units)
     out.append(("h", 3, "Assumptions and estimates"))
     at = Table("", ["what", "value", "where it comes from", "replace with"], align=["l", "l", "l", "l"])
     for a in m.assumptions:
