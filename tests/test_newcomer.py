@@ -197,6 +197,9 @@ def test_version_and_completion(run):
     assert code == 0 and out == f"kvcalc {version('kvcalc')}\n"
     code, out, _ = run("--help")
     assert "--install-completion" in out and "--show-completion" in out
+    env = {"COMP_WORDS": "kvcalc si", "COMP_CWORD": "1", "_KVCALC_COMPLETE": "complete_bash", "PATH": ""}
+    done = subprocess.run([sys.executable, "-c", "from kvcalc.cli import main; main()"], env=env, capture_output=True, text=True)
+    assert done.stdout.split() == ["size"]
 
 
 @pytest.mark.parametrize("command", ["size", "fit", "compare", "gate", "presets", "report"])
