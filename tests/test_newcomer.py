@@ -155,6 +155,8 @@ def test_flags_are_checked_without_a_pool(run):
 def test_request_longer_than_max_model_len(run, tmp_path):
     code, out, _ = run("size", "qwen3-0.6b", "--tokens", "100000", "--max-model-len", "8192")
     assert code == 0 and "warning: a request of 100000 tokens is longer than --max-model-len 8192" in " ".join(out.split())
+    out = " ".join(run("size", "qwen3-0.6b", "--tokens", "50000")[1].split())  # over the config's 40960
+    assert "warning: a request of 50000 tokens is longer than qwen3-0.6b's maximum length 40960" in out
     gate = tmp_path / "g.yaml"
     gate.write_text("deployments:\n  - name: long\n    model: qwen3-0.6b\n    kv_cache_memory: 8GiB\n"
                     "    tokens: 100000\n    max_model_len: 8192\n    min_concurrency: 1\n")

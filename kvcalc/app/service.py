@@ -185,8 +185,9 @@ def too_long(r: SizeResult) -> str | None:
     longest = max(r.footprint.traffic.requests, default=0)
     if longest <= r.max_model_len:
         return None
-    return (f"a request of {longest} tokens is longer than {named('max_model_len')} {r.max_model_len}: "
-            "vLLM rejects it (raise the limit or shorten the request)")
+    limit = (f"{named('max_model_len')} {r.max_model_len}" if r.settings.max_model_len is not None
+             else f"{r.model.name}'s maximum length {r.max_model_len} (from its config)")
+    return f"a request of {longest} tokens is longer than {limit}: vLLM rejects it (raise the limit or shorten the request)"
 
 
 def flag_notes(s: Settings) -> list[str]:

@@ -1,4 +1,4 @@
-"""Rendering: results -> JSON text, Markdown text, or Rich tables. Returns, never prints.
+"""Rendering: results -> JSON text, Markdown text, or terminal tables. Returns, never prints.
 
 Tables fit the terminal (``COLUMNS`` or its real width, ``kvcalc.render.text``); cells show one
 human figure while the JSON keeps the integers; colour only on a TTY and never with ``NO_COLOR``.
