@@ -1,4 +1,5 @@
-"""Regenerate presets/ from ../shared/configs (run from the repository root).
+"""Regenerate presets/ from a folder of published config.json copies named ORG--NAME.json
+(``python3 scripts/make_presets.py CONFIG_DIR``, run from the repository root).
 
 Each preset keeps the published config.json values verbatim under "config", with the
 provenance from SOURCES.md under "source". Partial copies get back the published field
@@ -9,7 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-SHARED = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/configs")
+if len(sys.argv) != 2:
+    sys.exit("usage: python3 scripts/make_presets.py CONFIG_DIR")
+SHARED = Path(sys.argv[1])
 OUT = Path("presets")
 
 # file stem -> (preset name, hub id, aliases, source line, notes, edits)

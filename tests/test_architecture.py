@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "kvcalc"
 FLOORS = ("core", "sources", "app", "render", "probe", "cli")
 # top-level modules outside the floors and the floor they sit on
-TOP = {"kvcalc.errors": "core", "kvcalc": "core", "kvcalc.__main__": "cli", "kvcalc.presets": "sources"}
+TOP = {"kvcalc.errors": "core", "kvcalc.words": "core", "kvcalc": "core", "kvcalc.__main__": "cli", "kvcalc.presets": "sources"}
 
 
 def module_name(path: Path) -> str:

@@ -22,9 +22,8 @@ try:
 except ImportError:  # tests/ imported as a package
     from tests.hubserver import TOKEN, FakeHub, Repo, safetensors_file
 
-LLAMA_8B = Path("/work/shared/configs/meta-llama--Llama-3.1-8B.json")
-if not LLAMA_8B.is_file():  # the repository's own copy of the same published config
-    LLAMA_8B = Path(__file__).resolve().parent.parent / "presets" / "llama-3.1-8b.json"
+# the published config, copied verbatim (provenance: tests/data/configs/SOURCES.md)
+LLAMA_8B = Path(__file__).resolve().parent / "data" / "configs" / "meta-llama--Llama-3.1-8B.json"
 
 
 def _llama_config() -> dict:

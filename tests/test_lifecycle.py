@@ -3,7 +3,7 @@
 Every expected number is derived by hand below from the model's config values:
 qwen3-0.6b (Qwen/Qwen3-0.6B config.json): 28 layers, 8 KV heads, head_dim 128, bfloat16 ->
   one layer's page at block 16 = 16 tokens x 8 heads x (128 + 128) x 2 B = 65536 B,
-  bytes per token = 2 x 28 x 8 x 128 x 2 = 114688 B (the seed's 112 KiB).
+  bytes per token = 2 x 28 x 8 x 128 x 2 = 114688 B (112 KiB, docs/design.md section 2).
 gemma-2-9b (google/gemma-2-9b-it config.json): 42 layers alternating sliding (window 4096)
   and full, 8 KV heads, head_dim 256, bfloat16 -> page = 16 x 8 x 512 x 2 = 131072 B.
 """

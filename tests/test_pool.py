@@ -60,7 +60,7 @@ def test_interleaved_sliding_gpt_oss(run_json):
 
 
 def test_mistral_window_versions(run_json):
-    # VLLM-RULES section 8: Mistral-7B, 10 GiB: 0.33 default 3.997x, 0.20-style 6.658x
+    # vLLM 0.33 vs 0.20 (docs/vllm-releases.md): Mistral-7B, 10 GiB: 0.33 default 3.997x, 0.20-style 6.658x
     args = ("mistral-7b-v0.1", "--kv-cache-memory", "10GiB", "--max-num-batched-tokens", "8192")
     blocks = 10 * GIB // (32 * 16 * 4096)  # 5120
     assert round(pool(run_json, *args)["max_concurrency"], 3) == round(blocks / (math.ceil((4095 + 16384) / 16) + 1), 3) == 3.997
@@ -82,7 +82,7 @@ def test_hybrid_mamba_jamba(run_json):
 
 
 def test_qwen3_next_rules_example(run_json):
-    # VLLM-RULES section 5 worked example: block 544, 12 x 1114112 per block, 803 blocks, 10.16x at 40960
+    # vLLM's hybrid page unification (docs/vllm-releases.md): block 544, 12 x 1114112 per block, 803 blocks, 10.16x at 40960
     p = pool(run_json, "qwen3-next", "--kv-cache-memory", "10GiB", "--max-model-len", "40960")
     assert p["block_size"] == 544 and p["bytes_per_block"] == 12 * 1114112
     assert p["num_blocks"] == 803

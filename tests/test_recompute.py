@@ -1,5 +1,5 @@
-"""`kvcalc recompute`: the seed's sections 1 and 6 in numbers, every expected value derived by
-hand here (the seed prints the same ones: 30 vs 8, 190 vs 42, 270272 vs 2175, 124.26)."""
+"""`kvcalc recompute`: docs/design.md section 1 in numbers, every expected value derived by
+hand here (docs/design.md prints the same ones: 30 vs 8, 190 vs 42, 270272 vs 2175, 124.26)."""
 
 from __future__ import annotations
 

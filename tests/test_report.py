@@ -3,9 +3,9 @@ the HTML report rendered in headless Chromium.
 
 Hand-derived figures (qwen3-0.6b, Qwen/Qwen3-0.6B config.json: 28 layers, 8 KV heads,
 head_dim 128, bfloat16):
-  per token  2 x 28 x 8 x 128 x 2 = 114688 B = 112 KiB (the seed's section 2 example)
-  4096 tokens x 114688 B = 469762048 B = 448 MiB (the seed: "4096 tokens ... 448 MiB")
-  TP 16 > 8 KV heads: one replicated head per rank: 114688 / 8 = 14336 B = 14 KiB (the seed's TP table)
+  per token  2 x 28 x 8 x 128 x 2 = 114688 B = 112 KiB (docs/design.md section 2)
+  4096 tokens x 114688 B = 469762048 B = 448 MiB (docs/design.md section 2)
+  TP 16 > 8 KV heads: one replicated head per rank: 114688 / 8 = 14336 B = 14 KiB (docs/design.md section 4)
   one block of every layer: 28 x 16 x 8 x (128 + 128) x 2 = 1835008 B;
   --kv-cache-memory 1GiB -> floor(2**30 / 1835008) = 585 blocks = 585 x 16 = 9360 tokens;
   at max_model_len 4096 a request needs 4096 / 16 = 256 blocks -> 585 / 256 = 2.285... -> "2.29x"
@@ -153,13 +153,13 @@ def test_markdown_report_as_text(tmp_path: Path):
     assert PER_TOKEN == 114688
     # the three measures: 4096 x 114688 = 469762048 B = 448 MiB, no empty slots (4096 = 256 x 16)
     assert 4096 * PER_TOKEN == 469762048 == 448 * 2**20
-    assert "| effective KV | 469762048 B (448 MiB) |" in text
+    assert "| effective KV | 448 MiB |" in text
     assert "| empty slots | 0 B |" in text
     # the TP sweep: TP 16 replicates one of the 8 heads: 114688 / 8 = 14336 B
-    assert "| 16 | 1 (replicated) | 14,336 B (14 KiB) |" in text
-    assert "| 8 | 1 | 14,336 B (14 KiB) |" in text
+    assert "| 16 | 1 (replicated) | 14 KiB |" in text
+    assert "| 8 | 1 | 14 KiB |" in text
     # fp8: one byte per element -> 114688 / 2
-    assert "| fp8 | 57,344 B (56 KiB) |" in text
+    assert "| fp8 | 56 KiB |" in text
     # no GPU: the pool is explained, not invented
     assert "No GPU given" in text and "Max concurrency vs context length needs the pool" in text
     # assumptions with the flags that replace them

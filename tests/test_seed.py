@@ -1,6 +1,6 @@
-"""Every worked number of the seed article (../shared/seed), reproduced with kvcalc.
+"""Every worked number of docs/design.md (the design's worked examples), reproduced with kvcalc.
 
-Each expected value is the seed's own figure, or its arithmetic written out here."""
+Each expected value is a figure of docs/design.md, or its arithmetic written out here."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ KIB, MIB = 1024, 1024**2
 
 
 def test_per_token_qwen3_0_6b(run_json):
-    # seed section 2: 2 x 28 layers x 8 KV heads x 128 head_dim x 2 B (BF16) = 114688 B = 112 KiB
+    # docs/design.md section 2: 2 x 28 layers x 8 KV heads x 128 head_dim x 2 B (BF16) = 114688 B = 112 KiB
     d = run_json("size", "qwen3-0.6b", "--tokens", "4096")
     assert d["model"]["num_layers"] == 28 and d["model"]["num_kv_heads"] == 8 and d["model"]["head_dim"] == 128
     assert d["bytes_per_token"] == 2 * 28 * 8 * 128 * 2 == 114688 == 112 * KIB
@@ -17,7 +17,7 @@ def test_per_token_qwen3_0_6b(run_json):
 
 
 def test_tp_table(run_json):
-    # seed section 4: per-rank KV heads 8/4/2/1/1 (replicated at 16) -> 112/56/28/14/14 KiB per token
+    # docs/design.md section 4: per-rank KV heads 8/4/2/1/1 (replicated at 16) -> 112/56/28/14/14 KiB per token
     expected = {1: (8, 112), 2: (4, 56), 4: (2, 28), 8: (1, 14), 16: (1, 14)}
     for tp, (heads, kib) in expected.items():
         d = run_json("size", "qwen3-0.6b", "--tokens", "1", "--tp", str(tp))
@@ -35,7 +35,7 @@ def test_tp4_pp2_block16_per_rank(run_json):
 
 
 def test_requests_17_and_32(run_json):
-    # seed section 5: block 16, requests of 17 and 32 tokens: 2 + 2 blocks, 64 slots, 15 empty
+    # docs/design.md section 5: block 16, requests of 17 and 32 tokens: 2 + 2 blocks, 64 slots, 15 empty
     d = run_json("size", "qwen3-0.6b", "--requests", "17,32", "--block-size", "16")
     assert d["tokens"] == 17 + 32 == 49
     assert d["allocated_tokens"] == (2 + 2) * 16 == 64
@@ -63,7 +63,7 @@ def test_dp_replicas_do_not_share(run_json):
 
 
 def test_prompt_gen_caches_p_plus_g_minus_1(run_json):
-    # seed section 1: P=4, G=5 -> the cache path processes P + (G - 1) = 8 positions
+    # docs/design.md section 1: P=4, G=5 -> the cache path processes P + (G - 1) = 8 positions
     d = run_json("size", "qwen3-0.6b", "--prompt", "4", "--gen", "5")
     assert d["tokens"] == 4 + 5 - 1 == 8
     assert d["effective_bytes"] == 8 * 114688

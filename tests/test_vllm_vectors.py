@@ -1,7 +1,8 @@
 """vLLM 0.33's own unit-test cases for the KV sizing functions, run against kvcalc.
 
-The expected values come from ../shared/vllm-test-vectors.json (each case names the vLLM
-test it was taken from in its 'source'); kvcalc computes every value itself.
+The expected values come from tests/data/vllm-test-vectors.json (each case names the vLLM
+test it was taken from in its 'source'; provenance and license in tests/data/vllm-test-vectors.md);
+kvcalc computes every value itself.
 """
 
 from __future__ import annotations
@@ -24,10 +25,8 @@ from kvcalc.core.pool import (
 from kvcalc.core.specs import AttentionSpec, MambaSpec, MLASpec, SlidingWindowSpec, StateTensor
 from kvcalc.errors import KvcalcError
 
-VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vllm-test-vectors.json"
-if not VECTORS.is_file():  # CI lays ../shared beside the clone
-    VECTORS = Path(__file__).resolve().parents[1].parent / "shared" / "vllm-test-vectors.json"
-DATA = json.loads(VECTORS.read_text()) if VECTORS.is_file() else {"vectors": []}
+VECTORS = Path(__file__).resolve().parent / "data" / "vllm-test-vectors.json"
+DATA = json.loads(VECTORS.read_text(encoding="utf-8"))
 
 
 def cases(kind: str) -> list:
@@ -61,7 +60,7 @@ KIND_NAMES = {"full": "FullAttentionSpec", "sliding": "SlidingWindowSpec", "mla"
 
 
 def test_vectors_file_is_present():
-    assert DATA["vectors"], f"{VECTORS} not found: CI must lay ../shared beside the clone"
+    assert DATA["vectors"], f"{VECTORS} holds no cases"
     assert DATA["count"] == len(DATA["vectors"])
 
 

@@ -26,7 +26,7 @@ from kvcalc.core.gpus import find_gpu
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
-from kvcalc.core.units import format_bytes, parse_size
+from kvcalc.core.units import figure, format_bytes, parse_size
 from kvcalc.core.vllm_rules import RuleLine, rules_for
 from kvcalc.core.weights import QUANTIZATIONS, arch_int, estimate_weights
 from kvcalc.errors import PlanError, named
@@ -213,6 +213,25 @@ def _cudagraphs(s: Settings, line: RuleLine, shapes: Shapes, plan: ParallelPlan,
     return cudagraph_estimate(shapes, plan.tp, sizes, seqs)
 
 
+def _ambiguous_gpu(asked: str | None) -> tuple[str, ...]:
+    """A short alias that other cards' names also start with (--gpu A100) says what it means."""
+    if asked is None or asked.strip().lower() == "auto":
+        return ()
+    from kvcalc.core.gpus import CATALOG
+
+    gpu = find_gpu(asked)
+    key = asked.strip().upper().replace("_", "-").replace(" ", "-")
+    if key == gpu.name.upper():
+        return ()
+    others = [g.name for g in CATALOG if g is not gpu and g.name.upper().startswith(key)]
+    if not others:
+        return ()
+    return (
+        f"--gpu {asked} means {gpu.name} ({figure(gpu.memory_bytes)}); "
+        f"give --gpu {' or --gpu '.join(others)} for the other {'card' if len(others) == 1 else 'cards'}",
+    )
+
+
 def _bypass(s: Settings, plan: ParallelPlan, total: int | None, common: dict[str, Any]) -> PoolInputs | None:
     """The pool's inputs when --kv-cache-memory or --num-gpu-blocks-override decide alone."""
     kv_mem = _size(s.kv_cache_memory, named("kv_cache_memory"))
@@ -222,12 +241,13 @@ def _bypass(s: Settings, plan: ParallelPlan, total: int | None, common: dict[str
         terms = tuple((BudgetTerm("KV cache memory per GPU", kv_mem, "--kv-cache-memory (budget bypassed)"),) for _ in range(plan.pp))
         note = "--kv-cache-memory set: gpu_memory_utilization and the profiled terms are ignored, as vLLM does"
         return PoolInputs(
-            available_per_stage=(kv_mem,) * plan.pp, terms=terms, kv_cache_memory_given=True, notes=(note,), **common
+            available_per_stage=(kv_mem,) * plan.pp, terms=terms, kv_cache_memory_given=True,
+            notes=(*_ambiguous_gpu(s.gpu), note), **common,
         )
     if total is None:
         if common["num_gpu_blocks_override"] is not None:
             terms = tuple((BudgetTerm("KV cache memory per GPU", 0, "--num-gpu-blocks-override decides"),) for _ in range(plan.pp))
-            return PoolInputs(available_per_stage=(0,) * plan.pp, terms=terms, notes=(), **common)
+            return PoolInputs(available_per_stage=(0,) * plan.pp, terms=terms, notes=_ambiguous_gpu(s.gpu), **common)
         raise PlanError(f"the pool needs {named('gpu')}, {named('gpu_memory')} or {named('kv_cache_memory')}")
     return None
 
@@ -257,7 +277,7 @@ def budget_inputs(
     seqs = _max_num_seqs(s, line, total, gpu_name)
     over, over_src = _overhead(s, line, plan, gpu_name)
     graph, graph_src = _cudagraphs(s, line, shapes, plan, mnbt, seqs[0])
-    notes: list[str] = []
+    notes: list[str] = list(_ambiguous_gpu(s.gpu))
     if model.encoder_decoder or any(k in model.arch for k in ("vision_config", "audio_config")):
         notes.append("the multimodal/encoder profile run is not modelled: pass --activation-bytes from vLLM's log")
     available, terms, acts = [], [], []

@@ -318,7 +318,7 @@ def _sorted(rows: list[Row], key: str) -> list[Row]:
 
 
 def shapes(row: Row) -> dict[str, Any] | None:
-    """Logical Q and K/V shapes [B, T, N, D] of the row's traffic (the seed's section 3);
+    """Logical Q and K/V shapes [B, T, N, D] of the row's traffic (docs/design.md section 3);
     T is None when the requests differ in length."""
     if row.result is None or row.variant is None:
         return None

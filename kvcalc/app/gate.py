@@ -191,7 +191,7 @@ def _resolve(resolver: Any, d: Deployment) -> Any:
 
 def _evaluate_deployment(d: Deployment, resolved: Any, outcomes: list[Outcome], problems: list[Problem]) -> None:
     """The outcome of each promise of one deployment; what stops it being evaluated is a problem."""
-    from kvcalc.app.service import evaluate
+    from kvcalc.app.service import evaluate, too_long
 
     probe = _Probe(resolved, d.settings)
     try:
@@ -199,6 +199,12 @@ def _evaluate_deployment(d: Deployment, resolved: Any, outcomes: list[Outcome], 
     except KvcalcError as exc:
         problems.append(Problem(f"deployment {d.name!r}: {exc.text(KEY)}", d.line, deployment=d.name))
         outcomes += [_error_outcome(d, k, v, exc.text(KEY)) for k, v in d.promises]
+        return
+    over = too_long(result)
+    if over:  # a request vLLM would reject: an error in a gate, not a figure
+        why = KvcalcError(over).text(KEY)
+        problems.append(Problem(f"deployment {d.name!r}: {why}", d.line, deployment=d.name))
+        outcomes += [_error_outcome(d, k, v, why) for k, v in d.promises]
         return
     probe.cache[()] = result
     for k, required in d.promises:

@@ -13,8 +13,9 @@ from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
-from kvcalc.core.record import record
+from kvcalc.core.record import record, replace
 from kvcalc.errors import KvcalcError, PlanError, named
+from kvcalc.words import plural
 
 VLLM_VERSIONS = (DEFAULT_VLLM_VERSION, "0.20")
 MAX_BATCH = 1_000_000
@@ -72,7 +73,7 @@ def traffic(model: ModelSpec, s: Settings) -> Traffic:
         if s.batch is not None:
             raise PlanError(f"{named('batch')} repeats one length; with {named('requests')} list every request instead")
         reqs = parse_int_list(s.requests, named("requests"))
-        return Traffic(reqs, f"{len(reqs)} requests of {', '.join(map(str, reqs))} tokens")
+        return Traffic(reqs, f"{plural(len(reqs), 'request')} of {', '.join(map(str, reqs))} tokens" if len(reqs) != 1 else f"1 request of {plural(reqs[0], 'token')}")
     if s.prompt is not None:
         p = _nonneg(s.prompt, named("prompt"))
         g = _nonneg(s.gen if s.gen is not None else 1, named("gen"))
@@ -84,9 +85,9 @@ def traffic(model: ModelSpec, s: Settings) -> Traffic:
         return Traffic((t,) * batch, f"{batch} x ({why})" if batch > 1 else why)
     if s.tokens is not None:
         t = _nonneg(s.tokens, named("tokens"))
-        return Traffic((t,) * batch, f"{batch} requests of {t} tokens" if batch > 1 else f"1 request of {t} tokens")
+        return Traffic((t,) * batch, f"{plural(batch, 'request')} of {plural(t, 'token')}")
     t = max_model_len(model, s)
-    return Traffic((t,) * batch, f"{batch} request(s) of max_model_len {t} tokens (no --tokens given)")
+    return Traffic((t,) * batch, f"{plural(batch, 'request')} of max_model_len {t} tokens (no --tokens given)")
 
 
 def plan(s: Settings) -> ParallelPlan:
@@ -159,7 +160,67 @@ class SizeResult:
         return f"SGLang {self.sglang_version}" if self.engine == "sglang" else f"vLLM {self.vllm_version}"
 
 
+def check_settings(s: Settings) -> None:
+    """Every flag checked up front by its kind, whether or not it is used (a pool may not be
+    computed: --gpu-memory-utilization 1.5 without --gpu is still wrong)."""
+    from kvcalc.app.settings import INT_LIST, NONNEG, POSITIVE, SIZE, TABLE, UTIL
+    from kvcalc.core.units import parse_size
+
+    for name, f in TABLE.items():
+        v = getattr(s, name)
+        if v is None:
+            continue
+        if f.kind == POSITIVE:
+            _positive(v, named(name))
+        elif f.kind == NONNEG:
+            _nonneg(v, named(name))
+        elif f.kind == UTIL and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1):
+            raise PlanError(f"{named(name)} must be in (0, 1], got {v!r}")
+        elif f.kind == SIZE:
+            parse_size(v, named(name))
+        elif f.kind == INT_LIST:
+            parse_int_list(v, named(name))
+    if s.gpu is not None:
+        from kvcalc.core.gpus import find_gpu
+
+        find_gpu(s.gpu)
+    check_version(s)
+
+
+def too_long(r: SizeResult) -> str | None:
+    """Why vLLM would reject a request of the traffic: longer than max_model_len."""
+    longest = max(r.footprint.traffic.requests, default=0)
+    if longest <= r.max_model_len:
+        return None
+    limit = (f"{named('max_model_len')} {r.max_model_len}" if r.settings.max_model_len is not None
+             else f"{r.model.name}'s maximum length {r.max_model_len} (from its config)")
+    return f"a request of {longest} tokens is longer than {limit}: vLLM rejects it (raise the limit or shorten the request)"
+
+
+def flag_notes(s: Settings) -> list[str]:
+    """One note for the vLLM serve flags given that change nothing here; --max-num-seqs kept."""
+    from kvcalc.app.settings import INERT, TABLE
+
+    given = [TABLE[n].flag for n in INERT if getattr(s, n) is not None and getattr(s, n) is not False]
+    notes = []
+    if given:
+        notes.append(f"{', '.join(given)}: vLLM serve {'flags' if len(given) > 1 else 'flag'} accepted so a command "
+                     "line pastes; they change nothing in kvcalc's figures")
+    return notes
+
+
 def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:
+    result = _evaluate(model, s, checkpoint)
+    notes = flag_notes(s)
+    over = too_long(result)
+    if over:
+        notes.insert(0, f"warning: {KvcalcError(over)}")
+    if notes:
+        result = replace(result, notes=(*notes[:1], *result.notes, *notes[1:]) if over else (*result.notes, *notes))
+    return result
+
+
+def _evaluate(model: ModelSpec, s: Settings, checkpoint: dict | None) -> SizeResult:
     if s.encoder_tokens is not None:
         from kvcalc.sources.config import with_encoder_tokens
 
@@ -262,6 +323,7 @@ def _setup(model: ModelSpec, s: Settings) -> _Setup:
 
 
 def _derive(model: ModelSpec, s: Settings) -> _Setup:
+    check_settings(s)
     version = check_version(s)
     engine = "vllm"
     if s.engine != "vllm":

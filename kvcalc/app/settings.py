@@ -49,7 +49,8 @@ class SettingField(Field):
     """A record field that also carries how the setting is spelled and explained."""
 
     def __init__(
-        self, default: Any, flags: tuple[str, ...], help: str, kind: str, panel: str, sweep: bool  # noqa: A002
+        self, default: Any, flags: tuple[str, ...], help: str, kind: str, panel: str, sweep: bool,  # noqa: A002
+        inert: bool = False,
     ) -> None:
         super().__init__(default=default)
         self.flags = flags
@@ -57,6 +58,8 @@ class SettingField(Field):
         self.kind = kind
         self.panel = panel
         self.sweep = sweep
+        # a `vllm serve` flag accepted so a command line pastes, that changes nothing in kvcalc
+        self.inert = inert
 
     @property
     def flag(self) -> str:
@@ -80,11 +83,12 @@ def setting(
     kind: str,
     panel: str,
     sweep: bool = False,
+    inert: bool = False,
 ) -> Any:
     """Declare one setting (a field of ``Settings``)."""
     name_flag = flags[0]
     assert name_flag.startswith("--"), name_flag  # noqa: S101 - a declaration error, caught by the tests
-    return SettingField(default, flags, help, kind, panel, sweep)
+    return SettingField(default, flags, help, kind, panel, sweep, inert)
 
 
 @record
@@ -284,6 +288,25 @@ class Settings:
         panel=ENGINE,
     )
 
+    # vLLM serve flags a pasted command line carries
+    enable_prefix_caching: bool = setting(
+        False, "--enable-prefix-caching", help="vLLM flag: accepted, changes no pool size (see kvcalc lifecycle --prefix)",
+        kind=BOOL, panel=ENGINE, inert=True,
+    )
+    trust_remote_code: bool = setting(
+        False, "--trust-remote-code", help="vLLM flag: accepted; kvcalc reads config.json as data, never runs its code",
+        kind=BOOL, panel=MODEL, inert=True,
+    )
+    served_model_name: str | None = setting(
+        None, "--served-model-name", help="vLLM flag: accepted, changes nothing here", kind=TEXT, panel=MODEL, inert=True
+    )
+    seed: int | None = setting(None, "--seed", help="vLLM flag: accepted, changes nothing here", kind=NONNEG, panel=ENGINE, inert=True)
+    swap_space: str | None = setting(
+        None, "--swap-space", help="vLLM flag (CPU swap, GiB): accepted, changes no GPU pool", kind=TEXT, panel=BUDGET, inert=True
+    )
+    host: str | None = setting(None, "--host", help="vLLM flag: accepted, changes nothing here", kind=TEXT, panel=OUTPUT, inert=True)
+    port: int | None = setting(None, "--port", help="vLLM flag: accepted, changes nothing here", kind=POSITIVE, panel=OUTPUT, inert=True)
+
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)  # type: ignore[no-any-return]
 
@@ -305,5 +328,7 @@ TABLE: dict[str, SettingField] = {f.name: f for f in fields(Settings) if isinsta
 POOL_SETTINGS = ("gpu", "gpu_memory", "kv_cache_memory", "num_gpu_blocks_override", "free_before_weights")
 # compare's sweep flags: name -> (primary flag, element type), in the order the product nests them
 SWEEPS: dict[str, tuple[str, type]] = {n: (f.flag, f.python_type) for n, f in TABLE.items() if f.sweep}
+# vLLM serve flags accepted that change nothing here (one note names those given)
+INERT = tuple(n for n, f in TABLE.items() if f.inert)
 # gate-file aliases: vLLM's long flag names -> the setting
 ALIASES: dict[str, str] = {a: n for n, f in TABLE.items() for a in f.aliases}

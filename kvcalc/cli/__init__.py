@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
@@ -29,6 +30,45 @@ COMMANDS: dict[str, str] = {
     "gate": "kvcalc.cli.gate",
     "probe": "kvcalc.cli.probe",
 }
+
+
+# the examples each command's --help ends with (real commands; tests/test_newcomer.py runs them)
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "size": ("kvcalc size qwen3-0.6b --tokens 4096", "kvcalc size llama-3.1-70b --tp 4 --gpu H100-80GB --max-model-len 32768",
+             "kvcalc size qwen3-32b --tp 2 --gpu H100 --enforce-eager --max-num-seqs 128"),
+    "ranks": ("kvcalc ranks qwen3-0.6b --tp 4 --pp 2", "kvcalc ranks llama-3.1-70b --tp 8 --dp 2 --format json"),
+    "presets": ("kvcalc presets", "kvcalc presets show qwen3-0.6b", "kvcalc presets import Qwen/Qwen3-8B"),
+    "fit": ("kvcalc fit llama-3.1-70b --gpu H100-80GB --max-model-len 32768 --concurrency 32",
+            "kvcalc fit qwen3-32b --gpu A100-80GB --max-model-len 16384 --concurrency 8 --format json"),
+    "gpus": ("kvcalc gpus", "kvcalc gpus --units si"),
+    "lifecycle": ("kvcalc lifecycle qwen3-0.6b --beams 4 --prompt 1000 --gen 100",
+                  "kvcalc lifecycle qwen3-0.6b --spec-tokens 4 --prompt 1000 --gen 100 --kv-cache-memory 8GiB"),
+    "report": ("kvcalc report qwen3-0.6b --gpu H100-80GB -o report.html",
+               "kvcalc report qwen3-8b llama-3.1-8b --gpu H100-80GB --format markdown -o review.md"),
+    "compare": ("kvcalc compare qwen3-0.6b --attention mha,gqa,mqa", "kvcalc compare qwen3-0.6b --tp 1,2,4 --kv-dtype bfloat16,fp8",
+                "kvcalc compare qwen3-8b llama-3.1-8b --gpu H100-80GB"),
+    "recompute": ("kvcalc recompute --prompt 4 --gen 5", "kvcalc recompute qwen3-0.6b --prompt 2048 --gen 128"),
+    "gate": ("kvcalc gate --init > capacity.yaml", "kvcalc gate capacity.yaml", "kvcalc gate capacity.yaml --format json --junit gate.xml"),
+    "probe": ("kvcalc probe qwen3-0.6b --device cpu", "kvcalc probe qwen3-0.6b --from-vllm-log serve.log"),
+}
+
+
+def epilog(name: str) -> str | None:
+    """'Examples:' and one command per paragraph (rich help keeps paragraphs apart)."""
+    ex = EXAMPLES.get(name)
+    return "Examples:\n\n" + "\n\n".join(f"  {e}" for e in ex) if ex else None
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("kvcalc")
+        except PackageNotFoundError:  # a checkout on sys.path, not installed
+            v = "unknown"
+        sys.stdout.write(f"kvcalc {v}\n")
+        raise typer.Exit(0)
 
 
 def _err(message: str) -> None:
@@ -75,15 +115,17 @@ def build_app(names: list[str] | None = None) -> typer.Typer:
         cls=KvcalcGroup,
         name="kvcalc",
         help="KV cache calculator for LLM serving: bytes per token, per rank, the pool vLLM reserves, capacity gates.",
-        add_completion=False,
+        add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
         no_args_is_help=True,
         pretty_exceptions_enable=False,
-        rich_markup_mode=None,
+        rich_markup_mode="rich",  # help panels; rich is imported only when help or a usage error is shown
         context_settings={"help_option_names": ["-h", "--help"]},
     )
 
     @app.callback()
-    def _root() -> None:
+    def _root(
+        version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit"),
+    ) -> None:
         """KV cache calculator for LLM serving, byte for byte as vLLM sizes it."""
 
     modules: list[str] = []
@@ -93,6 +135,10 @@ def build_app(names: list[str] | None = None) -> typer.Typer:
             modules.append(mod)
     for mod in modules:
         importlib.import_module(mod).register(app)
+    infos: list[Any] = [*app.registered_commands, *app.registered_groups]
+    for info in infos:
+        if info.name and not info.epilog:  # typer keeps an unset epilog as a falsy placeholder
+            info.epilog = epilog(info.name)
     return app
 
 

@@ -47,9 +47,8 @@ def compare(
     """Compare attention variants (MHA/GQA/MQA), several models, or a sweep over list flags, one row each."""
     from kvcalc.app.compare import ModelInput, check_sort, parse_attention, parse_list
     from kvcalc.app.compare import compare as build
-    from kvcalc.render import render, to_rich
-    from kvcalc.render.compare import compare_document, compare_payload, table_width
-    from kvcalc.sources.resolve import resolve
+    from kvcalc.render import render
+    from kvcalc.render.compare import compare_document, compare_payload
 
     fmt = o.check_format(format)
     u = o.check_units(units)
@@ -58,11 +57,8 @@ def compare(
     sort_key = check_sort(sort)
     inputs = []
     for name in models:
-        resolved = resolve(name, revision=revision)
+        resolved = o.resolve(name, revision=revision)
         inputs.append(ModelInput(name, resolved.spec, resolved.checkpoint))
-    result = build(inputs, settings, lists, variants, sort_key)
-    if fmt == "table":
-        doc = compare_document(result, u)
-        o.emit(to_rich(doc, width=table_width(doc)))
-    else:
-        o.emit(render(fmt, compare_payload(result), None if fmt == "json" else compare_document(result, u)))
+    with o.status("computing the comparison"):
+        result = build(inputs, settings, lists, variants, sort_key)
+    o.emit(render(fmt, compare_payload(result), None if fmt == "json" else compare_document(result, u)))

@@ -37,7 +37,6 @@ def fit(
     from kvcalc.app.fit import search
     from kvcalc.render import render
     from kvcalc.render.fit import fit_document, fit_payload
-    from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)
     dtypes = ["auto", "fp8"] if kv_dtype.strip().lower() == "any" else [d.strip() for d in kv_dtype.split(",") if d.strip()]
@@ -45,11 +44,12 @@ def fit(
     for e in engines:
         if e not in ("vllm", "sglang"):
             raise KvcalcError(f"--engine {e!r} is not known; valid: vllm, sglang, a comma list or any")
-    resolved = resolve(model, revision=revision)
-    found = search(
-        resolved.spec, settings, concurrency=concurrency, max_gpus=max_gpus, kv_dtypes=dtypes,
-        allow_dp=not no_dp, checkpoint=resolved.checkpoint, engines=engines,
-    )
+    resolved = o.resolve(model, revision=revision)
+    with o.status("searching deployments"):
+        found = search(
+            resolved.spec, settings, concurrency=concurrency, max_gpus=max_gpus, kv_dtypes=dtypes,
+            allow_dp=not no_dp, checkpoint=resolved.checkpoint, engines=engines,
+        )
     payload = fit_payload(
         resolved.spec.name, found, concurrency=concurrency, max_gpus=max_gpus, vllm_version=settings.vllm_version,
         engines=tuple(engines), sglang_version=settings.sglang_version,

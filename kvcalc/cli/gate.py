@@ -21,6 +21,32 @@ def register(app: typer.Typer) -> None:
     app.command("gate")(gate)
 
 
+_EMITTED = [False]  # the report's document is on stdout: a later error adds no second document
+
+
+def _json_errors(fn):  # noqa: ANN001, ANN202 - a decorator keeping fn's signature for typer
+    """With --format json, any error that stops the gate still prints the error document
+    (docs/gate.md) on stdout before the one line on stderr and exit 2."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        from kvcalc.errors import KvcalcError
+
+        _EMITTED[0] = False
+        try:
+            return fn(*args, **kw)
+        except KvcalcError as exc:
+            if str(kw.get("format", "")).strip().lower() == "json" and not _EMITTED[0]:
+                from kvcalc.render import gate as rg
+                from kvcalc.render import render
+
+                o.emit(render("json", rg.error_payload(kw.get("file") or "", [exc.message]), None))
+            raise
+
+    return run
+
+
 def _stderr(lines: list[str]) -> None:
     import sys
 
@@ -50,6 +76,7 @@ def _github(summary_md: str, notes: list[str], *, to_stderr: bool) -> None:
         stream.flush()
 
 
+@_json_errors
 def gate(
     file: GateFileArg = None,
     init: Init = False,
@@ -86,11 +113,15 @@ def gate(
         if markdown is not None:
             atomic_write_text(markdown, md)
         _github(md, rg.problem_annotations(exc.path, exc.problems), to_stderr=fmt == "json")
+        if fmt == "json":  # a JSON document even when the file is wrong (docs/gate.md)
+            o.emit(render("json", rg.error_payload(exc.path, exc.lines()), None))
         _stderr(exc.lines())
         raise typer.Exit(EXIT_USAGE) from None
 
-    report = evaluate_gate(gate_file)
+    with o.status("checking the gates"):
+        report = evaluate_gate(gate_file)
     o.emit(render(fmt, rg.gate_payload(report, u), None if fmt == "json" else rg.gate_document(report, u)))
+    _EMITTED[0] = True
     md = rg.markdown_summary(report, u)
     if junit is not None:
         atomic_write_text(junit, rg.junit_xml(report, u))

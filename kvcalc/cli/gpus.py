@@ -23,8 +23,11 @@ def gpus(format: o.Format = "table", units: o.Units = "iec") -> None:
         mnbt, _ = default_max_num_batched_tokens(g.memory_bytes, g.name, "0.33")
         rows.append({"name": g.name, "aliases": list(g.aliases), "memory_bytes": g.memory_bytes,
                      "default_max_num_batched_tokens": mnbt, "cuda_total": g.cuda, "source": g.source})
-    doc = Document("GPU catalog: CUDA's total where marked (what vLLM sizes from), else nvidia-smi's or the vendor's "
-                   "(pass --gpu-memory with the figure from vLLM's log, or --gpu auto on the machine)")
+    doc = Document("GPU catalog")
+    doc.notes = [
+        "memory: CUDA's total where marked (what vLLM sizes from), else nvidia-smi's or the vendor's figure; pass "
+        "--gpu-memory with the figure from vLLM's log, or --gpu auto on the machine"
+    ]
     doc.tables.append(
         Table("", ["GPU", "memory", "bytes", "CUDA total", "serve max_num_batched_tokens", "source"],
               [[r["name"], format_bytes(r["memory_bytes"], u), r["memory_bytes"], "yes" if r["cuda_total"] else "no",

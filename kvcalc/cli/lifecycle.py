@@ -44,12 +44,11 @@ def lifecycle(
     from kvcalc.core.units import parse_size
     from kvcalc.render import lifecycle as rl
     from kvcalc.render import render
-    from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)
     u = o.check_units(units)
     cpu_bytes = parse_size(offload, "--offload") if offload is not None else None
-    resolved = resolve(model, revision=revision)
+    resolved = o.resolve(model, revision=revision)
     lcs = lifecycles(
         resolved.spec, settings, beams=beams, spec_tokens=spec_tokens, spec_lookahead=spec_lookahead,
         prefix_cache=prefix_cache, offload_bytes=cpu_bytes, checkpoint=resolved.checkpoint,

@@ -4,22 +4,25 @@ settings (``kvcalc.app.settings``): named as vLLM names them so values paste bet
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.app.settings import BOOL, TABLE, SettingField, Settings
+from kvcalc.app.settings import BOOL, MODEL, OUTPUT, PANELS, TABLE, SettingField, Settings
 from kvcalc.errors import KvcalcError
 
 Model = Annotated[str, typer.Argument(help="Preset name (kvcalc presets), path to config.json or its folder, or Hub repo id")]
-Format = Annotated[str, typer.Option("--format", "-f", help="table | json | markdown")]
-Units = Annotated[str, typer.Option("--units", help="iec (KiB/MiB/GiB, default) | si (KB/MB/GB)")]
-Revision = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit)")]
+Format = Annotated[str, typer.Option("--format", "-f", help="table | json | markdown", rich_help_panel=OUTPUT)]
+Units = Annotated[str, typer.Option("--units", help="iec (KiB/MiB/GiB, default) | si (KB/MB/GB)", rich_help_panel=OUTPUT)]
+Revision = Annotated[
+    Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit) of a Hub repo id", rich_help_panel=MODEL)
+]
 
 # the default of a command's ``settings`` (and ``sweeps``) parameter: ``command`` fills it in
 FROM_FLAGS: Any = None
@@ -47,7 +50,8 @@ def command(app: typer.Typer, name: str, *, settings: Iterable[str], sweep: bool
     ``fn`` declares a parameter ``settings``; it receives a ``Settings`` built from the
     flags. With ``sweep``, the table's sweepable settings take comma lists and ``fn`` also
     receives ``sweeps``: setting name -> the raw list text (None when not given)."""
-    names = tuple(settings)
+    # in the order of the help panels: model, traffic, parallelism, engine, budget, output
+    names = tuple(sorted(settings, key=lambda n: PANELS.index(TABLE[n].panel) if n in TABLE else 0))
     unknown = [n for n in names if n not in TABLE]
     if unknown:
         raise ValueError(f"unknown settings {unknown}")  # a programming error
@@ -94,6 +98,57 @@ def check_units(units: str) -> str:
     if u not in ("iec", "si"):
         raise KvcalcError(f"--units {units!r} is not known; valid: iec, si")
     return u
+
+
+def _stderr_tty() -> bool:
+    try:
+        return bool(sys.stderr.isatty())
+    except (ValueError, AttributeError):
+        return False
+
+
+@contextlib.contextmanager
+def status(message: str, delay: float = 1.0) -> Iterator[None]:
+    """A Rich status line on stderr while the block runs, shown only when stderr is a terminal
+    and only once the block has taken ``delay`` seconds (rich is imported then, not before)."""
+    if not _stderr_tty():
+        yield
+        return
+    import threading
+
+    lock = threading.Lock()
+    state: dict[str, Any] = {}
+
+    def start() -> None:
+        with lock:
+            if state.get("done"):
+                return
+            from rich.console import Console
+
+            shown = Console(file=sys.stderr, force_terminal=True).status(message)
+            shown.start()
+            state["shown"] = shown
+
+    timer = threading.Timer(delay, start)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        with lock:
+            state["done"] = True
+            if "shown" in state:
+                state["shown"].stop()
+
+
+def resolve(model: str, revision: str | None = None) -> Any:
+    """The MODEL argument resolved (kvcalc.sources.resolve), with a status line when it takes
+    over a second (a Hub fetch)."""
+    from kvcalc.sources.resolve import resolve as resolve_model
+
+    with status(f"reading {model} (Hugging Face Hub)"):
+        return resolve_model(model, revision=revision)
 
 
 def emit(text: str) -> None:

@@ -22,17 +22,20 @@ def list_presets(ctx: typer.Context, format: o.Format = "table") -> None:
     if ctx.invoked_subcommand is not None:
         return
     from kvcalc.core.footprint import CacheSettings, layer_spec, resolve_kv_dtype
+    from kvcalc.core.units import format_bytes
     from kvcalc.render import Document, Table, render
     from kvcalc.sources.config import spec_from_config
     from kvcalc.sources.presets import all_presets
 
     fmt = o.check_format(format)
     rows = []
+    per_token = []  # one human figure per row; the JSON keeps bytes_per_token
     for name, p in sorted(all_presets().items()):
         record = p.load()
         spec = spec_from_config(record["config"], name=name, source=record.get("source", ""))
         cache = CacheSettings(kv_dtype=resolve_kv_dtype("auto", spec))
         bpt = sum(layer_spec(x, 1, cache).bytes_per_token for x in spec.layers if x.kind != "cross")
+        per_token.append(format_bytes(bpt))
         rows.append(
             {
                 "name": name,
@@ -53,9 +56,10 @@ def list_presets(ctx: typer.Context, format: o.Format = "table") -> None:
     doc.tables.append(
         Table(
             "",
-            ["name", "Hub id", "type", "attention", "layers", "KV heads", "head_dim", "dtype", "B/token"],
+            ["name", "Hub id", "type", "attention", "layers", "KV heads", "head_dim", "dtype", "per token"],
             [[r["name"] + (" (user)" if r["user"] else ""), r["hub_id"], r["model_type"], r["attention"],
-              r["num_layers"], r["num_kv_heads"], r["head_dim"], r["dtype"], r["bytes_per_token"]] for r in rows],
+              r["num_layers"], r["num_kv_heads"], r["head_dim"], r["dtype"], shown]
+             for r, shown in zip(rows, per_token)],
             align=["l", "l", "l", "l", "r", "r", "r", "l", "r"],
         )
     )
@@ -114,7 +118,8 @@ def import_preset(
 
     from kvcalc.sources.resolve import resolve_hub
 
-    resolved = resolve_hub(text, revision=revision)
+    with o.status(f"reading {text} (Hugging Face Hub)"):
+        resolved = resolve_hub(text, revision=revision)
     day = datetime.datetime.now(datetime.UTC).date().isoformat()
     commit = resolved.record.get("commit", "")
     how = "read from the Hub cache" if resolved.record.get("from_cache") else "downloaded"

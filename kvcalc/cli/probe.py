@@ -84,7 +84,6 @@ def probe(
     or SGLang start-up log (--from-vllm-log, --from-sglang-log, --from-log). Exit 0 all agree, 1 a disagreement, 3 the probe cannot run here."""
     from kvcalc.app.probe_report import ProbeReport
     from kvcalc.render.probe import render_probe
-    from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)
     u = o.check_units(units)
@@ -97,7 +96,7 @@ def probe(
     )
     if from_log:
         from_vllm_log, from_sglang_log = _which_log(from_log, from_vllm_log, from_sglang_log)
-    resolved = resolve(model, revision=revision)
+    resolved = o.resolve(model, revision=revision)
     report = ProbeReport(resolved.spec.name, resolved.source)
     if from_sglang_log:
         report.checks.append(_sglang_log_check(resolved, settings, from_sglang_log, sglang_version, dict(
@@ -105,27 +104,27 @@ def probe(
     if from_vllm_log:
         from kvcalc.probe.vllm_log import probe_log
 
-        report.checks.append(
-            probe_log(resolved, settings, from_vllm_log, vllm_version_given=vllm_version, tp_given=tp is not None,
-                      pp_given=pp is not None, kv_dtype_given=kv_dtype is not None)
-        )
+        with o.status("probe: reading the vLLM log"):
+            report.checks.append(
+                probe_log(resolved, settings, from_vllm_log, vllm_version_given=vllm_version, tp_given=tp is not None,
+                          pp_given=pp is not None, kv_dtype_given=kv_dtype is not None)
+            )
     if alloc or not (model_cache or engine or from_vllm_log or from_sglang_log):
         from kvcalc.probe.alloc import probe_allocation
 
-        report.checks.append(
-            probe_allocation(resolved, settings, device=device, layers=layers, blocks=blocks, tokens=tokens,
-                             pp_rank=pp_rank)
-        )
+        with o.status("probe: allocating the KV cache tensors"):
+            report.checks.append(probe_allocation(resolved, settings, device=device, layers=layers, blocks=blocks,
+                                                  tokens=tokens, pp_rank=pp_rank))
     if model_cache:
         from kvcalc.probe.model_cache import probe_model_cache
 
-        report.checks.append(
-            probe_model_cache(resolved, settings, layers=layers, prompt=prompt, gen=gen, device=device)
-        )
+        with o.status("probe: running the model's cache (transformers)"):
+            report.checks.append(probe_model_cache(resolved, settings, layers=layers, prompt=prompt, gen=gen, device=device))
     if engine:
         from kvcalc.probe.engine import probe_engine
 
-        report.checks.append(probe_engine(resolved, settings, engine=engine))
+        with o.status("probe: starting vLLM"):
+            report.checks.append(probe_engine(resolved, settings, engine=engine))
     o.emit(render_probe(fmt, report, u))
     if report.exit_code:
         raise typer.Exit(report.exit_code)

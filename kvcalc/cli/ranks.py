@@ -25,13 +25,12 @@ def ranks(
     from kvcalc.app.service import evaluate
     from kvcalc.render import Document, render
     from kvcalc.render.size import ranks_table, size_payload
-    from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)
     u = o.check_units(units)
     if settings.tokens is None:
         settings = settings.with_(tokens=0)
-    resolved = resolve(model, revision=revision)
+    resolved = o.resolve(model, revision=revision)
     result = evaluate(resolved.spec, settings)
     payload = size_payload(result)
     fp = result.footprint

@@ -1,5 +1,5 @@
 """`kvcalc recompute`: what the KV cache saves in positions and attention scores, and the
-KV bytes that buy it (the seed, sections 1 and 6)."""
+KV bytes that buy it (docs/design.md, section 1)."""
 
 from __future__ import annotations
 
@@ -49,9 +49,8 @@ def recompute(
     result = None
     if name is not None:
         from kvcalc.app.service import evaluate
-        from kvcalc.sources.resolve import resolve
 
-        resolved = resolve(name, revision=revision)
+        resolved = o.resolve(name, revision=revision)
         result = evaluate(resolved.spec, settings.with_(prompt=prompt, gen=gen), checkpoint=resolved.checkpoint)
     payload = recompute_payload(counts, result)
     o.emit(render(fmt, payload, None if fmt == "json" else recompute_document(counts, result, u)))

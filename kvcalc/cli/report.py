@@ -85,7 +85,6 @@ def report(
     from kvcalc.render.report import render_report
     from kvcalc.render.report_json import report_payload
     from kvcalc.sources.files import atomic_write_text
-    from kvcalc.sources.resolve import resolve
 
     fmt = choose_format(format, output)
     u = o.check_units(units)
@@ -110,7 +109,7 @@ def report(
 
     inputs = []
     for name in models:
-        r = resolve(name, revision=revision)
+        r = o.resolve(name, revision=revision)
         inputs.append(ModelInput(r.spec, r.checkpoint, r.kind, r.source))
     command = "kvcalc report " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["report"] else ""
     tick, finish = _progress(count_evaluations(inputs, settings))

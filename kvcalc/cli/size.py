@@ -23,10 +23,9 @@ def size(
     from kvcalc.app.service import evaluate
     from kvcalc.render import render
     from kvcalc.render.size import size_document, size_payload
-    from kvcalc.sources.resolve import resolve
 
     fmt = o.check_format(format)
     u = o.check_units(units)
-    resolved = resolve(model, revision=revision)
+    resolved = o.resolve(model, revision=revision)
     result = evaluate(resolved.spec, settings, checkpoint=resolved.checkpoint)
     o.emit(render(fmt, size_payload(result), None if fmt == "json" else size_document(result, u)))

@@ -10,6 +10,7 @@ integers. Every function returns ``(bytes, how)`` where ``how`` says what was co
 from __future__ import annotations
 
 from kvcalc.core.record import record
+from kvcalc.core.units import figure
 from kvcalc.core.vllm_rules import (
     BATCH_70GIB,
     BATCH_160GIB_NO_GB10,
@@ -65,14 +66,14 @@ def default_max_num_seqs(line: RuleLine, total: int | None, gpu_name: str | None
     name = (gpu_name or "").lower()
     rule = line.batch_defaults
     if total is None:
-        return 256, "vLLM default for a GPU under 70 GiB (no GPU given)"
+        return 256, f"vLLM default for a GPU under {figure(70 * GIB)} (no GPU given)"
     if rule == BATCH_BY_NAME:
         return 1024, "vLLM 0.8.0-0.8.3 default (every GPU)"
     if rule == BATCH_BY_NAME_SEQS:
         big = "h100" in name or "h200" in name
         return (1024 if big else 256), "vLLM 0.8.4 default: 1024 on H100/H200, else 256"
     big = total >= 70 * GIB
-    why = "vLLM default: 1024 on GPUs >= 70 GiB"
+    why = f"vLLM default: 1024 on GPUs >= {figure(70 * GIB)}"
     if rule != BATCH_70GIB:
         big = big and "a100" not in name
         why += " other than A100"
@@ -117,10 +118,10 @@ def profile_peak(s: Shapes, tp: int, mnbt: int, rows: int, bpe: int) -> tuple[in
     retained = mnbt * s.hidden * s.dtype_bytes
     sampler = sampler_peak(rows, s.vocab, bpe)
     if forward > retained + sampler:
-        return forward, f"forward over {mnbt} tokens ({which}) = {forward / GIB:.2f} GiB > sampler run"
+        return forward, f"forward over {mnbt} tokens ({which}) = {figure(forward)} > sampler run"
     return retained + sampler, (
-        f"dummy sampler: {rows} seqs x vocab {s.vocab} x {bpe} B = {sampler / GIB:.2f} GiB "
-        f"+ {mnbt} retained hidden states (forward {forward / GIB:.2f} GiB is lower)"
+        f"dummy sampler: {rows} seqs x vocab {s.vocab} x {bpe} B = {figure(sampler)} "
+        f"+ {mnbt} retained hidden states (forward {figure(forward)} is lower)"
     )
 
 
@@ -129,17 +130,17 @@ def non_torch(line: RuleLine, tp: int, pp: int, nvls: bool = False) -> tuple[int
     on NVSwitch GPUs from Hopper on), kernel modules; in 0.8.x the CUDA context as well."""
     peers = (tp - 1) + (1 if pp > 1 else 0)
     total = NON_TORCH_BASE + peers * NCCL_PER_PEER + (CUSTOM_ALL_REDUCE if tp > 1 else 0)
-    how = "estimate: kernel modules 32 MiB"
+    how = f"estimate: kernel modules {figure(NON_TORCH_BASE)}"
     if peers:
-        how += f" + NCCL {peers} peer(s) x 128 MiB"
+        how += f" + NCCL {peers} peer(s) x {figure(NCCL_PER_PEER)}"
     if tp > 1:
-        how += " + custom all-reduce 16 MiB"
+        how += f" + custom all-reduce {figure(CUSTOM_ALL_REDUCE)}"
     if tp > 1 and nvls:
         total += NVLS_TOTAL
-        how += " + NCCL NVLS buffers 2.25 GiB (vllm#9699's NCCL log; NCCL_NVLS_ENABLE=0 drops them)"
+        how += f" + NCCL NVLS buffers {figure(NVLS_TOTAL)} (vllm#9699's NCCL log; NCCL_NVLS_ENABLE=0 drops them)"
     if line.cuda_context_charged:
         total += CUDA_CONTEXT
-        how += " + CUDA context 512 MiB (charged in 0.8.x)"
+        how += f" + CUDA context {figure(CUDA_CONTEXT)} (charged in 0.8.x)"
     return total, how
 
 
@@ -164,5 +165,5 @@ def cudagraph_estimate(s: Shapes, tp: int, sizes: tuple[int, ...], max_num_seqs:
     total = first + graphs * PER_GRAPH
     return total, (
         f"estimate: {graphs} graphs (PIECEWISE {len(sizes)} + FULL {len(full)}, largest {max(sizes)}): "
-        f"activations of the largest {first / MIB:.0f} MiB + 2 MiB per graph"
+        f"activations of the largest {figure(first)} + {figure(PER_GRAPH)} per graph"
     )

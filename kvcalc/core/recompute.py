@@ -1,4 +1,4 @@
-"""What the KV cache saves, in counts (the seed, sections 1 and 6). Pure integers, no I/O.
+"""What the KV cache saves, in counts (docs/design.md, section 1). Pure integers, no I/O.
 
 A request has a prompt of P tokens and generates G tokens y_1..y_G. Prefill of the P
 prompt positions yields y_1; each later step feeds one token back to get the next, and

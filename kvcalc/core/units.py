@@ -54,3 +54,22 @@ def format_bytes(n: int, units: str = "iec") -> str:
 def gib(n: int) -> float:
     """vLLM's format_gib: GiB rounded to 2 decimals."""
     return round(n / (1 << 30), 2)
+
+
+_FIGURE = "\x1e"  # brackets a byte count inside a text (a control character no input keeps)
+
+
+def figure(n: int) -> str:
+    """A byte count inside a sentence (a budget term's source, a note), kept as data: the
+    output shows it in the output's own unit system (``show_figures``)."""
+    return f"{_FIGURE}{int(n)}{_FIGURE}"
+
+
+def show_figures(text: str, units: str = "iec") -> str:
+    """Every ``figure(n)`` in ``text`` as ``format_bytes(n, units)``."""
+    if _FIGURE not in text:
+        return text
+    parts = text.split(_FIGURE)
+    for i in range(1, len(parts), 2):
+        parts[i] = format_bytes(int(parts[i]), units)
+    return "".join(parts)

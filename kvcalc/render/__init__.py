@@ -1,4 +1,7 @@
-"""Rendering: results -> JSON text, Markdown text, or Rich tables. Returns, never prints.
+"""Rendering: results -> JSON text, Markdown text, or terminal tables. Returns, never prints.
+
+Tables fit the terminal (``COLUMNS`` or its real width, ``kvcalc.render.text``); cells show one
+human figure while the JSON keeps the integers; colour only on a TTY and never with ``NO_COLOR``.
 
 Every command builds two things: a JSON-able payload (the public contract) and a
 ``Document`` for people (titled tables and notes). ``render`` turns either into text.
@@ -10,19 +13,26 @@ import json
 from typing import Any
 
 FORMATS = ("table", "json", "markdown")
+NAME_COLUMNS = frozenset({"model", "name", "Hub id", "GPU", "gpu", "deployment", "variant"})
 
 
 class Table:
     """A titled table; ``align`` is 'r' for numbers, 'l' for text (default: first column 'l')."""
 
-    __slots__ = ("title", "columns", "rows", "align")
+    __slots__ = ("title", "columns", "rows", "align", "keep", "key")
 
     def __init__(self, title: str, columns: list[str], rows: list[list[Any]] | None = None,
-                 align: list[str] | None = None) -> None:
+                 align: list[str] | None = None, keep: tuple[int, ...] | None = None, key: int = 1) -> None:
         self.title = title
         self.columns = columns
         self.rows = rows if rows is not None else []
         self.align = align
+        # columns never wrapped or folded: the names a user types (model, Hub id, GPU); by default
+        # the first column and every column named as one of NAME_COLUMNS
+        self.keep = keep if keep is not None else tuple(
+            i for i, c in enumerate(columns) if i == 0 or str(c) in NAME_COLUMNS)
+        # the leading columns that name a row: repeated when a wide table is split into column groups
+        self.key = key
 
     def aligns(self) -> list[str]:
         if self.align:
@@ -49,7 +59,14 @@ def to_json(payload: Any) -> str:
     item a line (unless short enough to read on one line); deeper values stay on one line, so
     a sweep prints one row a line. json's indent= runs its pure-Python encoder (0.2 s for a
     200-row compare sweep); this takes the C encoder for every value."""
-    return _pretty(payload, 0, "")[0] + "\n"
+    text = _pretty(payload, 0, "")[0] + "\n"
+    if "\\u001e" in text:  # byte counts kept as data in texts (core.units.figure): IEC in the JSON
+        import re
+
+        from kvcalc.core.units import format_bytes
+
+        text = re.sub(r"\\u001e(\d+)\\u001e", lambda m: format_bytes(int(m.group(1))), text)
+    return text
 
 
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
@@ -100,48 +117,51 @@ def to_markdown(doc: Document, level: int = 2) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def to_rich(doc: Document, width: int | None = None) -> str:
-    """Render with Rich (imported here only) into a string."""
-    from rich.console import Console
-    from rich.table import Table as RichTable
+def to_rich(doc: Document, width: int | None = None, colour: bool | None = None) -> str:
+    """The document as terminal text (``kvcalc.render.text.to_text``: fits ``width`` columns,
+    default the terminal's; colour only on a TTY without NO_COLOR). The name is historical:
+    tables are laid out by kvcalc itself, so table output does not import rich."""
+    from kvcalc.render.text import to_text
 
-    console = Console(
-        record=True, markup=False, emoji=False, highlight=False, width=width or 120, file=_NullFile(), color_system=None
-    )
-
-    def emit(d: Document, depth: int) -> None:
-        console.print(d.title if depth == 0 else f"\n{d.title}", style="bold")
-        for label, value in d.facts:
-            console.print(f"  {label}: {value}")
-        for t in d.tables:
-            rt = RichTable(title=t.title or None, title_justify="left", show_lines=False)
-            for col, a in zip(t.columns, t.aligns()):
-                rt.add_column(str(col), justify="right" if a == "r" else "left", overflow="fold")
-            for row in t.rows:
-                rt.add_row(*(str(c) for c in row))
-            console.print(rt)
-        for sub in d.sections:
-            emit(sub, depth + 1)
-        if d.notes:
-            console.print("Notes:")
-            for n in d.notes:
-                console.print(f"  - {n}")
-
-    emit(doc, 0)
-    return console.export_text()
+    return to_text(doc, width=width, colour=colour)
 
 
-class _NullFile:
-    def write(self, _s: str) -> int:
-        return 0
+def without_repeats(doc: Document, seen: set[str] | None = None) -> Document:
+    """The document with each note said once: a section's note already made above is dropped."""
+    seen = set() if seen is None else seen
+    notes = []
+    for n in doc.notes:
+        if n not in seen:
+            seen.add(n)
+            notes.append(n)
+    doc.notes = notes
+    for sub in doc.sections:
+        without_repeats(sub, seen)
+    return doc
 
-    def flush(self) -> None:
-        pass
+
+def with_units(doc: Document, units: str = "iec") -> Document:
+    """The document with every byte count kept as data in its texts (``core.units.figure``)
+    shown in ``units``: a budget term's source, a note, a fact."""
+    from kvcalc.core.units import show_figures
+
+    def fix(v: Any) -> Any:
+        return show_figures(v, units) if isinstance(v, str) else v
+
+    doc.title = fix(doc.title)
+    doc.facts = [(label, fix(value)) for label, value in doc.facts]
+    doc.notes = [fix(n) for n in doc.notes]
+    for t in doc.tables:
+        t.rows = [[fix(c) for c in row] for row in t.rows]
+    for sub in doc.sections:
+        with_units(sub, units)
+    return doc
 
 
 def render(fmt: str, payload: Any, doc: Document | None) -> str:
     if fmt == "json" or doc is None:
         return to_json(payload)
+    doc = with_units(without_repeats(doc))  # figures a builder left are shown in IEC units
     if fmt == "markdown":
         return to_markdown(doc)
     return to_rich(doc)

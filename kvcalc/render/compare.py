@@ -10,10 +10,11 @@ from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
 from kvcalc.render.pool import pool_payload
 from kvcalc.render.size import size_payload
+from kvcalc.words import plural
 
 CAPACITY_NOT_SPEED = (
     "a capacity ratio is not a speed ratio: the N_q query heads, the projections, communication and the kernel "
-    "paths do not shrink in the same proportion as the KV payload (the seed, section 3)"
+    "paths do not shrink in the same proportion as the KV payload"
 )
 
 
@@ -89,7 +90,15 @@ def compare_document(c: Comparison, units: str = "iec") -> Document:
     else:
         title = f"Sweep of {c.models[0]}"
     doc = Document(title)
+    doc.facts = _facts(c, ok, variants)
+    doc.tables.append(_table(c, ok, variants, multi_model, units))
+    doc.notes = _notes(c, variants)
+    return doc
 
+
+def _facts(c: Comparison, ok: list[Row], variants: bool) -> list[tuple[str, str]]:
+    rows = c.rows
+    doc = Document("")
     if c.varying:
         doc.facts.append(
             ("sweep", " x ".join(f"{SWEEP_FLAGS[k][0]} {', '.join(map(str, c.sweeps[k]))}" for k in c.varying)
@@ -117,7 +126,11 @@ def compare_document(c: Comparison, units: str = "iec") -> Document:
                      f"(N_kv {', '.join(str(r.variant.num_kv_heads) for r in grp)})")
                 )
     doc.facts.append(("order", f"sorted by {SORT_KEYS[c.sort]}" if c.sort else "as given"))
+    return doc.facts
 
+
+def _table(c: Comparison, ok: list[Row], variants: bool, multi_model: bool, units: str) -> Table:
+    rows = c.rows
     any_parallel = any(r.result.footprint.plan.ranks_per_replica > 1 for r in ok)
     cols: list[str] = []
     if multi_model or not variants:
@@ -142,7 +155,8 @@ def compare_document(c: Comparison, units: str = "iec") -> Document:
     if any(_note(r) for r in rows):
         cols.append("note")
 
-    table = Table("", cols)
+    ids = ("model", "variant", *(SWEEP_FLAGS[k][0].lstrip("-") for k in c.varying))
+    table = Table("", cols, key=max(1, sum(1 for col in cols if col in ids)))
     table.align = [
         "r" if col in ("N_q", "N_kv", "Q per KV", "bytes/token", "bytes/token/rank", "ratio",
                        "effective KV", "block-rounded KV", "pool tokens", "max concurrency", "tp", "pp", "dp",
@@ -151,8 +165,11 @@ def compare_document(c: Comparison, units: str = "iec") -> Document:
     ]
     for r in rows:
         table.rows.append([_cell(col, r, c, units) for col in cols])
-    doc.tables.append(table)
+    return table
 
+
+def _notes(c: Comparison, variants: bool) -> list[str]:
+    rows = c.rows
     notes: list[str] = []
     if variants:
         if any(r.variant is not None and r.variant.hypothetical for r in rows):
@@ -174,14 +191,13 @@ def compare_document(c: Comparison, units: str = "iec") -> Document:
         )
     bad = [r for r in rows if r.error is not None]
     if bad:
-        notes.append(f"{len(bad)} row(s) cannot be computed; the reason is in their note (exit status stays 0)")
+        notes.append(f"{plural(len(bad), 'row')} cannot be computed; the reason is in their note (exit status stays 0)")
     if c.has_pool:
         notes.append(
             "pool tokens: blocks x block size of one GPU's KV pool; max concurrency: requests of max_model_len tokens "
             "at once, as vLLM prints it (kvcalc size shows the budget behind each)"
         )
-    doc.notes = notes
-    return doc
+    return notes
 
 
 def _cell(col: str, r: Row, c: Comparison, units: str) -> Any:

@@ -10,6 +10,7 @@ from kvcalc.app.gate import TP_SEARCH_LIMIT, GateReport, Outcome, Suggestion
 from kvcalc.app.gate_schema import PROMISES, Problem
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table, to_markdown
+from kvcalc.words import plural
 
 STATUS = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}
 
@@ -28,7 +29,7 @@ def verdict(report: GateReport) -> str:
     c = _counts(report)
     if report.problems:
         return (
-            f"ERROR: {len(report.problems)} deployment problem(s) — the file is wrong or a model cannot be "
+            f"ERROR: {plural(len(report.problems), 'deployment problem')} — the file is wrong or a model cannot be "
             f"loaded; {c['passed']} of {c['promises']} promises passed"
         )
     if c["failed"]:
@@ -64,6 +65,19 @@ def gate_payload(report: GateReport, units: str = "iec") -> dict[str, Any]:
     }
 
 
+def error_payload(path: str, errors: list[str]) -> dict[str, Any]:
+    """The JSON document of a gate that could not run (the file is missing or wrong): the same
+    keys as a report, no results, every problem under ``errors``; exit code 2."""
+    return {
+        "file": path,
+        "result": "error",
+        "exit_code": 2,
+        "summary": {"deployments": 0, "promises": 0, "passed": 0, "failed": 0, "errors": len(errors)},
+        "results": [],
+        "errors": errors,
+    }
+
+
 def rows(report: GateReport, units: str) -> list[list[str]]:
     out = []
     for o in report.outcomes:
@@ -89,6 +103,7 @@ def gate_document(report: GateReport, units: str = "iec") -> Document:
             ["deployment", "promise", "required", "actual", "margin", "result"],
             rows(report, units),
             align=["l", "l", "r", "r", "r", "l"],
+            key=2,
         )
     )
     bad = [o for o in report.outcomes if o.status != "pass"]
@@ -113,7 +128,7 @@ def markdown_summary(report: GateReport, units: str = "iec") -> str:
 
 def problems_markdown(path: str, problems: list[Problem] | tuple[Problem, ...]) -> str:
     doc = Document(f"Capacity gates: {path}")
-    doc.facts.append(("result", f"ERROR: the gate file is wrong ({len(problems)} problem(s)); nothing was checked"))
+    doc.facts.append(("result", f"ERROR: the gate file is wrong ({plural(len(problems), 'problem')}); nothing was checked"))
     section = Document("Problems")
     for p in problems:
         section.facts.append(("error", p.text(path)))

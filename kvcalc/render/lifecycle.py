@@ -8,10 +8,11 @@ from kvcalc.app.lifecycle import Lifecycles
 from kvcalc.core.lifecycle import OffloadReport, SharedGroup, SharingReport, SpecReport
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
+from kvcalc.words import plural
 
 
 def _b(n: int, units: str) -> str:
-    return f"{n} B ({format_bytes(n, units)})" if n >= 1024 else f"{n} B"
+    return format_bytes(n, units)
 
 
 def _group(g: SharedGroup) -> dict[str, Any]:
@@ -122,53 +123,8 @@ def _sharing_facts(r: SharingReport, shared: str, unshared: str, replica_unshare
     ]
 
 
-def lifecycle_payload(lcs: Lifecycles) -> dict[str, Any]:
-    result = lcs.result
-    fp = result.footprint
-    payload: dict[str, Any] = {
-        "model": fp.model.name,
-        "source": fp.model.source,
-        "kv_dtype": fp.cache.kv_dtype.name,
-        "block_size": fp.cache.block_size,
-        "max_model_len": result.max_model_len,
-        "parallel": {"tp": fp.plan.tp, "pp": fp.plan.pp, "dp": fp.plan.dp},
-        "traffic": fp.traffic.description,
-        "requests": list(fp.traffic.requests),
-    }
-    if lcs.beams is not None:
-        payload["beams"] = sharing_payload(*lcs.beams)
-    if lcs.spec is not None:
-        payload["spec_decode"] = spec_payload(lcs.spec)
-    if lcs.prefix is not None:
-        payload["prefix_cache"] = sharing_payload(*lcs.prefix)
-    if lcs.offload is not None:
-        payload["offload"] = offload_payload(lcs.offload)
-    payload["notes"] = list(result.notes)
-    return payload
-
-
-def lifecycle_document(lcs: Lifecycles, units: str = "iec") -> Document:
-    fp = lcs.result.footprint
-    facts = [
-        ("model", f"{fp.model.name} ({fp.model.attention}, {fp.model.num_layers} layers); source: {fp.model.source}"),
-        ("plan", f"TP {fp.plan.tp} x PP {fp.plan.pp} x DP {fp.plan.dp}; block size {fp.cache.block_size}; "
-                 f"kv dtype {fp.cache.kv_dtype.name}"),
-        ("traffic", fp.traffic.description),
-    ]
-    doc = Document(f"Cache lifecycles of {fp.model.name}", facts=list(facts))
-    if lcs.beams is not None:
-        doc.sections.append(_beams_section(*lcs.beams, units))
-    if lcs.spec is not None:
-        doc.sections.append(_spec_section(lcs.spec, units))
-    if lcs.prefix is not None:
-        doc.sections.append(_prefix_section(*lcs.prefix, units))
-    if lcs.offload is not None:
-        doc.sections.append(_offload_section(lcs.offload, units))
-    doc.notes = list(lcs.result.notes)
-    return doc
-
-
-def _beams_section(r: SharingReport, info: dict[str, Any], units: str) -> Document:
+def _beams_section(beams: tuple[SharingReport, dict], units: str) -> Document:
+    r, info = beams
     sec = Document(f"Beam search: {info['width']} beams, prompt {info['prompt']}, {info['tokens']} positions per beam")
     sec.facts = _sharing_facts(r, "with the prompt's full blocks shared", "if every beam held its own copy",
                                "without sharing", units)
@@ -178,7 +134,7 @@ def _beams_section(r: SharingReport, info: dict[str, Any], units: str) -> Docume
     sec.notes = [
         "worst case: beams that diverge right after the prompt; beams that share later tokens share more blocks",
         "vLLM V1 runs each beam step as a request of max_tokens=1 that finds the prompt's full blocks in the "
-        "prefix cache (entrypoints/generate/beam_search); the seed's fork with reference counts is the same count",
+        "prefix cache (entrypoints/generate/beam_search); a fork with reference counts is the same count",
     ]
     return sec
 
@@ -187,7 +143,7 @@ def _spec_section(spec: SpecReport, units: str) -> Document:
     sec = Document(
         f"Speculative decoding: {spec.spec_tokens} draft tokens"
         + (f" + {spec.lookahead} drafter lookahead slots" if spec.lookahead else "")
-        + f", {spec.requests} request(s)"
+        + f", {plural(spec.requests, 'request')}"
     )
     sec.facts = [
         ("extra slots", f"{spec.extra_slots_per_request} positions per request during verification "
@@ -221,8 +177,9 @@ def _spec_section(spec: SpecReport, units: str) -> Document:
     return sec
 
 
-def _prefix_section(r: SharingReport, info: dict[str, Any], units: str) -> Document:
-    sec = Document(f"Automatic prefix caching: a common prefix of {info['hit']} tokens, {info['requests']} request(s)")
+def _prefix_section(prefix: tuple[SharingReport, dict], units: str) -> Document:
+    r, info = prefix
+    sec = Document(f"Automatic prefix caching: a common prefix of {info['hit']} tokens, {plural(info['requests'], 'request')}")
     sec.facts = _sharing_facts(r, "with the prefix's full blocks stored once", "without prefix caching",
                                "without", units)
     sec.tables.append(sharing_table("Blocks per layer, all requests", r, "request", units))
@@ -252,3 +209,51 @@ def _offload_section(off: OffloadReport, units: str) -> Document:
         "offloaded blocks are copied back before use: they extend the prefix cache, not the batch the GPUs run",
     ]
     return sec
+
+
+def lifecycle_payload(lcs: Lifecycles) -> dict[str, Any]:
+    result = lcs.result
+    fp = result.footprint
+    payload: dict[str, Any] = {
+        "model": fp.model.name,
+        "source": fp.model.source,
+        "kv_dtype": fp.cache.kv_dtype.name,
+        "block_size": fp.cache.block_size,
+        "max_model_len": result.max_model_len,
+        "parallel": {"tp": fp.plan.tp, "pp": fp.plan.pp, "dp": fp.plan.dp},
+        "traffic": fp.traffic.description,
+        "requests": list(fp.traffic.requests),
+    }
+    if lcs.beams is not None:
+        payload["beams"] = sharing_payload(*lcs.beams)
+    if lcs.spec is not None:
+        payload["spec_decode"] = spec_payload(lcs.spec)
+    if lcs.prefix is not None:
+        payload["prefix_cache"] = sharing_payload(*lcs.prefix)
+    if lcs.offload is not None:
+        payload["offload"] = offload_payload(lcs.offload)
+    payload["notes"] = list(result.notes)
+    return payload
+
+
+def lifecycle_document(lcs: Lifecycles, units: str = "iec") -> Document:
+    fp = lcs.result.footprint
+    doc = Document(
+        f"Cache lifecycles of {fp.model.name}",
+        facts=[
+            ("model", f"{fp.model.name} ({fp.model.attention}, {fp.model.num_layers} layers); source: {fp.model.source}"),
+            ("plan", f"TP {fp.plan.tp} x PP {fp.plan.pp} x DP {fp.plan.dp}; block size {fp.cache.block_size}; "
+                     f"kv dtype {fp.cache.kv_dtype.name}"),
+            ("traffic", fp.traffic.description),
+        ],
+    )
+    if lcs.beams is not None:
+        doc.sections.append(_beams_section(lcs.beams, units))
+    if lcs.spec is not None:
+        doc.sections.append(_spec_section(lcs.spec, units))
+    if lcs.prefix is not None:
+        doc.sections.append(_prefix_section(lcs.prefix, units))
+    if lcs.offload is not None:
+        doc.sections.append(_offload_section(lcs.offload, units))
+    doc.notes = list(lcs.result.notes)
+    return doc

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.core.units import format_bytes
-from kvcalc.render import Document, Table
+from kvcalc.render import Document, Table, with_units
+from kvcalc.words import plural
 
 if TYPE_CHECKING:
     from kvcalc.core.pool import PoolReport
@@ -24,27 +25,28 @@ def pool_document(r: PoolReport, units: str = "iec") -> Document:
             continue
         title = "Budget per GPU" + (f" (PP stage {stage})" if len(i.terms) > 1 else "")
         doc.tables.append(
-            Table(title, ["term", "bytes", "", "source"],
-                  [[t.name, t.bytes, format_bytes(t.bytes, units), t.source] for t in terms],
-                  align=["l", "r", "r", "l"])
+            Table(title, ["term", "size", "source"],
+                  [[t.name, format_bytes(t.bytes, units), t.source] for t in terms],
+                  align=["l", "r", "l"])
         )
     doc.tables.append(
         Table(
             "KV cache groups",
-            ["group", "layers", "block size", "page bytes", "blocks per request"],
-            [[g.kind, len(g.layers), g.block_size, g.spec.page_size_bytes, g.blocks_per_request(L, i.in_flight_tokens)]
+            ["group", "layers", "block size", "page (1 layer)", "blocks per request"],
+            [[g.kind, len(g.layers), g.block_size, format_bytes(g.spec.page_size_bytes, units),
+              g.blocks_per_request(L, i.in_flight_tokens)]
              for g in r.groups],
         )
     )
     doc.facts = [
         ("grouping", r.rule),
-        ("bytes per block", f"{r.bytes_per_block} B ({format_bytes(r.bytes_per_block, units)}) per GPU"),
-        ("blocks", f"{r.num_blocks} per GPU (min over {len(r.workers)} PP stage(s); includes vLLM's null block)"
+        ("bytes per block", f"{format_bytes(r.bytes_per_block, units)} per GPU"),
+        ("blocks", f"{r.num_blocks} per GPU (min over {plural(len(r.workers), 'PP stage')}; includes vLLM's null block)"
          + (f", forced by --num-gpu-blocks-override {i.num_gpu_blocks_override}" if i.num_gpu_blocks_override else "")),
         ("pool tokens", f"{r.pool_tokens:,} = {r.num_blocks} blocks x {r.block_size} tokens"),
         ("per request at max_model_len", f"{r.blocks_per_request} blocks for {L:,} tokens "
          f"(in flight: {i.max_concurrent_batches} x {i.max_num_batched_tokens} tokens; {i.max_num_batched_tokens_source})"),
-        ("max concurrency", f"{r.max_concurrency:.2f}x per replica, {r.max_concurrency * r.plan.dp:.2f}x for {r.plan.dp} replica(s)"),
+        ("max concurrency", f"{r.max_concurrency:.2f}x per replica, {r.max_concurrency * r.plan.dp:.2f}x for {plural(r.plan.dp, 'replica')}"),
         ("vLLM would log", log_line(r)),
     ]
     if r.fits:
@@ -56,6 +58,7 @@ def pool_document(r: PoolReport, units: str = "iec") -> Document:
     else:
         doc.facts.append(("fits max_model_len", "NO — vLLM refuses to start: " + (r.error or "")))
     doc.notes = list(r.notes)
+    with_units(doc, units)
     return doc
 
 

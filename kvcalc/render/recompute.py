@@ -10,7 +10,7 @@ from kvcalc.render import Document, Table
 NOT_SPEED = (
     "these are counts of positions and of dense attention scores, not wall-clock speed-ups: decode's narrow GEMMs, "
     "the weight reads of every layer, the HBM traffic of the cached K/V, scheduling, IPC, collectives and kernel "
-    "launches all remain (the seed, section 6)"
+    "launches all remain"
 )
 SCORES_ESTIMATE = (
     "attention scores are the teaching estimate of scale (full P x P squares, per head and per layer): causal "

@@ -1,6 +1,5 @@
-"""`kvcalc report` as HTML (one self-contained file: inline CSS, inline SVG, no external
-asset, opens offline) or Markdown (tables; charts as SVG files beside it, or left out with a
-note). Returns text, never writes: the command writes the files atomically."""
+"""`kvcalc report` as HTML (one self-contained file: inline CSS, inline SVG, no external asset, opens offline) or
+Markdown (tables; charts as SVG files beside it, or left out with a note). Returns text; the command writes the files."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from kvcalc.render import Table
 from kvcalc.render import svg as S
 from kvcalc.render.pool import pool_document
 from kvcalc.render.size import formula
+from kvcalc.words import plural
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 # every chart a report may draw; a Markdown report writes <stem>-<slug>.svg for each drawn
@@ -36,16 +36,11 @@ Block = tuple
 
 
 def _unit(largest: float) -> tuple[int, str]:
-    for factor, name in ((GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
-        if largest >= factor:
-            return factor, name
-    return 1, "B"
+    return next(((f, n) for f, n in ((GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")) if largest >= f), (1, "B"))
 
 
 def _b(n: int | None, units: str) -> str:
-    if n is None:
-        return "-"
-    return f"{n:,} B ({format_bytes(n, units)})" if n >= 1024 else f"{n} B"
+    return "-" if n is None else format_bytes(n, units)  # one human figure per cell; the JSON keeps the integer
 
 
 def _no_pool_reason(m: ModelReport) -> str:
@@ -63,7 +58,9 @@ def kv_context_chart(report: Report) -> Chart:
     pool_max = max([m.pool_bytes_per_rank or 0 for m in models])
     # a pool far above one request would flatten the curves on a linear axis: use a log axis
     # (powers of two, so the ticks read 256 MiB, 1 GiB, 4 GiB, ...)
-    log_y = pool_max > 8 * curve_max
+    # ... and so would one model's curve far above another's (several models in one chart)
+    tops = [max([b for _, b in m.context] + [1]) for m in models]
+    log_y = pool_max > 8 * curve_max or max(tops) > 8 * min(tops)
     if log_y:
         factor, unit = 1, "log scale"
         series = [S.Series(m.name, [(t, float(b)) for t, b in m.context if b > 0], markers=False) for m in models]
@@ -92,7 +89,8 @@ def kv_context_chart(report: Report) -> Chart:
     cap = ("Block-rounded KV bytes one request holds on the most loaded rank, for request lengths up to the model's "
            "maximum; dashed horizontal line: the KV pool vLLM reserves per GPU; dashed vertical line: max_model_len.")
     if log_y:
-        cap += " The pool is more than 8 times the largest request, so the bytes axis is logarithmic."
+        cap += (" The pool is more than 8 times the largest request, or one model's requests more than 8 times"
+                " another's, so the bytes axis is logarithmic.")
     if not report.settings.has_pool:
         cap += " No GPU given, so no pool line (pass --gpu, --gpu-memory or --kv-cache-memory)."
     for m in models:
@@ -205,6 +203,37 @@ def _summary(report: Report, units: str) -> Table:
     return t
 
 
+def _sweep_blocks(m: ModelReport, units: str) -> list[Block]:
+    """The model across TP sizes and across KV cache dtypes."""
+    out: list[Block] = []
+    out.append(("h", 3, "Across TP sizes"))
+    tpt = Table("", ["TP", "KV heads per rank", "bytes per token per rank", ""], align=["r", "r", "r", "l"])
+    for row in m.tp_sweep:
+        if row.error:
+            tpt.rows.append([row.tp, "-", "-", row.error])
+        else:
+            tpt.rows.append([row.tp, f"{row.kv_heads_per_rank}" + (" (replicated)" if row.replicated else ""),
+                             _b(row.bytes_per_token_per_rank, units),
+                             "KV heads replicated: no further saving" if row.replicated else ""])
+    out.append(("table", tpt))
+    out.append(("h", 3, "Across KV cache dtypes"))
+    dt = Table("", ["--kv-cache-dtype", "bytes per token", "per rank", "block-rounded per rank", "pool tokens",
+                    "max concurrency", "fits"])
+    for row in m.dtypes:
+        if row.error:
+            dt.rows.append([row.label, "-", "-", "-", "-", "-", row.error])
+            continue
+        dt.rows.append([
+            row.label, _b(row.bytes_per_token, units), _b(row.bytes_per_token_per_rank, units),
+            format_bytes(row.block_rounded_bytes_per_rank or 0, units),
+            f"{row.pool_tokens:,}" if row.pool_tokens is not None else "-",
+            f"{row.max_concurrency:.2f}x" if row.max_concurrency is not None else "-",
+            ("yes" if row.fits else "NO") if row.fits is not None else "-",
+        ])
+    out.append(("table", dt))
+    return out
+
+
 def _model_blocks(m: ModelReport, units: str) -> list[Block]:
     from kvcalc.render.size import ranks_table, size_document
 
@@ -226,7 +255,7 @@ def _model_blocks(m: ModelReport, units: str) -> list[Block]:
                                     f"({ck.get('source', 'metadata')})"))
     facts += [
         ("KV cache dtype", f"{fp.cache.kv_dtype.name} ({fp.cache.kv_dtype.bytes} B per element)"),
-        ("plan", f"TP {p.tp} x PP {p.pp} x DP {p.dp} = {p.world_size} GPUs; block size {fp.cache.block_size} tokens; "
+        ("plan", f"TP {p.tp} x PP {p.pp} x DP {p.dp} = {plural(p.world_size, 'GPU')}; block size {fp.cache.block_size} tokens; "
                  f"max_model_len {r.max_model_len:,}; {r.rules} rules"),
         ("traffic", fp.traffic.description),
     ]
@@ -259,31 +288,7 @@ def _model_blocks(m: ModelReport, units: str) -> list[Block]:
         out.append(("facts", pd.facts))
         for t in pd.tables:
             out.append(("table", t))
-    out.append(("h", 3, "Across TP sizes"))
-    tpt = Table("", ["TP", "KV heads per rank", "bytes per token per rank", ""], align=["r", "r", "r", "l"])
-    for row in m.tp_sweep:
-        if row.error:
-            tpt.rows.append([row.tp, "-", "-", row.error])
-        else:
-            tpt.rows.append([row.tp, f"{row.kv_heads_per_rank}" + (" (replicated)" if row.replicated else ""),
-                             _b(row.bytes_per_token_per_rank, units),
-                             "KV heads replicated: no further saving" if row.replicated else ""])
-    out.append(("table", tpt))
-    out.append(("h", 3, "Across KV cache dtypes"))
-    dt = Table("", ["--kv-cache-dtype", "bytes per token", "per rank", "block-rounded per rank", "pool tokens",
-                    "max concurrency", "fits"])
-    for row in m.dtypes:
-        if row.error:
-            dt.rows.append([row.label, "-", "-", "-", "-", "-", row.error])
-            continue
-        dt.rows.append([
-            row.label, _b(row.bytes_per_token, units), _b(row.bytes_per_token_per_rank, units),
-            format_bytes(row.block_rounded_bytes_per_rank or 0, units),
-            f"{row.pool_tokens:,}" if row.pool_tokens is not None else "-",
-            f"{row.max_concurrency:.2f}x" if row.max_concurrency is not None else "-",
-            ("yes" if row.fits else "NO") if row.fits is not None else "-",
-        ])
-    out.append(("table", dt))
+    out += _sweep_blocks(m, units)
     out.append(("h", 3, "Assumptions and estimates"))
     at = Table("", ["what", "value", "where it comes from", "replace with"], align=["l", "l", "l", "l"])
     for a in m.assumptions:

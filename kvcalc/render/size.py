@@ -10,8 +10,9 @@ from kvcalc.app.service import SizeResult
 from kvcalc.core.footprint import CacheSettings, Footprint
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.units import format_bytes
-from kvcalc.render import Document, Table
+from kvcalc.render import Document, Table, with_units
 from kvcalc.render.pool import pool_document, pool_payload
+from kvcalc.words import plural
 
 
 def layer_groups(fp: Footprint) -> list[dict[str, Any]]:
@@ -130,7 +131,7 @@ def size_payload(r: SizeResult) -> dict[str, Any]:
     return payload
 
 
-def formula(fp: Footprint) -> str:
+def formula(fp: Footprint, units: str = "iec") -> str:
     """The per-token formula with the model's numbers, when every layer is plain dense KV."""
     m = fp.model
     kinds = set(m.kinds)
@@ -139,20 +140,21 @@ def formula(fp: Footprint) -> str:
         n = sum(1 for x in m.layers if x.kind in kinds)
         return (
             f"2 x {n} layers x {m.num_kv_heads} KV heads x {m.head_dim} head_dim x {e} B "
-            f"= {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token)} per token"
+            f"= {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token, units)} per token"
         )
     if kinds == {"mla"}:
         per = fp.cache.kv_dtype.mla_token_bytes or m.head_dim * e
         how = f"{per} B (packed {fp.cache.kv_dtype.name})" if fp.cache.kv_dtype.mla_token_bytes else f"{m.head_dim} x {e} B"
         return (
             f"{m.num_layers} layers x {how} latent (no x2, one copy on every TP rank) "
-            f"= {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token)} per token"
+            f"= {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token, units)} per token"
         )
-    return f"sum over layer groups (below) = {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token)} per token"
+    return f"sum over layer groups (below) = {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token, units)} per token"
 
 
 def _b(n: int, units: str) -> str:
-    return f"{n} B ({format_bytes(n, units)})" if n >= 1024 else f"{n} B"
+    """One human figure (``1.41 GiB``); the JSON keeps the exact integer."""
+    return format_bytes(n, units)
 
 
 def size_document(r: SizeResult, units: str = "iec") -> Document:
@@ -171,8 +173,8 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
                                         f"({ck['source']})"))
     doc.facts += [
         ("kv cache dtype", f"{fp.cache.kv_dtype.name} ({fp.cache.kv_dtype.bytes} B per element)"),
-        ("plan", f"TP {p.tp} x PP {p.pp} x DP {p.dp} = {p.world_size} GPUs; block size {fp.cache.block_size} tokens"),
-        ("per token", formula(fp) + " (whole model, one replica, no TP replication)"),
+        ("plan", f"TP {p.tp} x PP {p.pp} x DP {p.dp} = {plural(p.world_size, 'GPU')}; block size {fp.cache.block_size} tokens"),
+        ("per token", formula(fp, units) + " (whole model, one replica, no TP replication)"),
     ]
     if fp.state_bytes_per_request:
         doc.facts.append(("state per request", f"{_b(fp.state_bytes_per_request, units)} (mamba / linear-attention layers)"))
@@ -182,10 +184,10 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
         doc.tables.append(
             Table(
                 "Layer groups (whole model, TP 1)",
-                ["kind", "layers", "KV heads", "head size", "window", "B/token/layer", "state B/request/layer"],
+                ["kind", "layers", "KV heads", "head size", "window", "per token per layer", "state per request per layer"],
                 [
                     [g["kind"], g["layers"], g["kv_heads"], g["head_size"], g["window"] or "-",
-                     g["bytes_per_token_per_layer"], g["state_bytes_per_request_per_layer"]]
+                     _b(g["bytes_per_token_per_layer"], units), _b(g["state_bytes_per_request_per_layer"], units)]
                     for g in groups
                 ],
             )
@@ -204,7 +206,7 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
         Table(
             "Measures",
             ["measure", "model (1 replica, no replication)", "per rank (largest)",
-             f"per replica ({p.ranks_per_replica} GPUs)", f"deployment ({p.world_size} GPUs)"],
+             f"per replica ({plural(p.ranks_per_replica, 'GPU')})", f"deployment ({plural(p.world_size, 'GPU')})"],
             rows,
         )
     )
@@ -217,7 +219,7 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
         doc.notes.append(
             f"TP {p.tp} > {m.num_kv_heads} KV heads: each rank holds a replicated head, so per-rank bytes do not shrink further"
         )
-    return doc
+    return with_units(doc, units)
 
 
 def ranks_table(fp: Footprint, units: str = "iec", limit: int = 64) -> Table:

@@ -266,6 +266,81 @@ def _x_axis(f: _Frame, ticks: list[tuple[float, str]], label: str) -> list[str]:
     return out
 
 
+LABEL_ROW = 15  # px between two rows of marker labels, and between two reference-line labels
+CHAR_W = 6.6  # px per character of an 11 px label (a generous estimate: labels must not touch)
+
+
+def _anchor(f: _Frame, x: float) -> str:
+    return "end" if x > f.left + f.plot_w * 0.75 else ("start" if x < f.left + f.plot_w * 0.25 else "middle")
+
+
+def label_extent(x: float, text: str, anchor: str) -> tuple[float, float]:
+    """The horizontal extent of a label drawn at ``x`` with ``anchor``."""
+    w = CHAR_W * len(text)
+    return {"start": (x, x + w), "end": (x - w, x)}.get(anchor, (x - w / 2, x + w / 2))
+
+
+def _vline_rows(f: _Frame, vlines: Sequence[VLine]) -> list[int]:
+    """The row (0 = just above the plot) of each marker's label: a label that would overlap one
+    already placed in a row goes one row up (staggered, never overprinted)."""
+    placed: list[list[tuple[float, float]]] = []
+    rows = []
+    for v in vlines:
+        x = f.px(v.x)
+        lo, hi = label_extent(x, v.label, _anchor(f, x))
+        row = next((i for i, r in enumerate(placed) if all(hi + 6 < a or lo - 6 > b for a, b in r)), len(placed))
+        if row == len(placed):
+            placed.append([])
+        placed[row].append((lo, hi))
+        rows.append(row)
+    return rows
+
+
+def _hline_label_ys(f: _Frame, hlines: Sequence[HLine]) -> list[float]:
+    """Baselines of the reference lines' labels, just above each line (under it near the top
+    edge), pushed apart so no two are closer than a label's height."""
+    ys = [f.py(h.y) for h in hlines]
+    want = [y + 14 if y - f.top < 16 else y - 5 for y in ys]
+    order = sorted(range(len(ys)), key=lambda i: want[i])
+    out = list(want)
+    last = -1e9
+    for i in order:
+        out[i] = max(want[i], last + LABEL_ROW)
+        last = out[i]
+    return out
+
+
+def _line_ticks(f: _Frame, xs: list[float], ys: list[float], x_ticks: Sequence[float] | None,
+                y_from_zero: bool) -> tuple[list[float], list[float]]:
+    """The ticks of both axes of a line chart; sets the frame's ranges."""
+    x_scale, y_scale = f.x_scale, f.y_scale
+    if x_ticks is not None and x_scale == "linear":
+        xt = sorted(x_ticks)
+        f.x_lo, f.x_hi = min(xt[0], min(xs)), max(xt[-1], max(xs))
+    elif x_scale == "linear":
+        xt = nice_ticks(min(0.0, min(xs)) if min(xs) >= 0 else min(xs), max(xs), 6)
+        f.x_lo, f.x_hi = xt[0], xt[-1]
+    else:
+        xt = power_ticks(min(xs), max(xs), 2 if x_scale == "log2" else 10)
+        f.x_lo, f.x_hi = min(xs), max(xs)
+        if f.x_hi == f.x_lo:
+            f.x_lo, f.x_hi = xt[0], xt[-1]
+        xt = [t for t in xt if f.x_lo * (1 - 1e-9) <= t <= f.x_hi * (1 + 1e-9)]
+        while len(xt) > 10:
+            xt = xt[::2]
+    if y_scale == "linear":
+        lo = min(0.0, min(ys)) if y_from_zero else min(ys)
+        yt = nice_ticks(lo, max(ys), 5)
+    else:
+        yt = power_ticks(min(ys), max(ys), 2 if y_scale == "log2" else 10)
+        if len(yt) > 8:  # every k-th power, evenly spaced, the last one at or above the data
+            k = math.ceil((len(yt) - 1) / 7)
+            base = 2 if y_scale == "log2" else 10
+            yt = [yt[0] * float(base) ** (k * i) for i in range(math.ceil((len(yt) - 1) / k) + 1)]
+    f.y_lo, f.y_hi = yt[0], yt[-1]
+    return list(xt), yt
+
+
 def line_chart(
     title: str,
     series: Sequence[Series],
@@ -302,48 +377,26 @@ def line_chart(
     f = _Frame(width, height, left=78, right=28, top=36 + legend_h + 8 + band, bottom=56, x_scale=x_scale,
                y_scale=y_scale)
 
-    if x_ticks is not None and x_scale == "linear":
-        xt = sorted(x_ticks)
-        f.x_lo, f.x_hi = min(xt[0], min(xs)), max(xt[-1], max(xs))
-    elif x_scale == "linear":
-        xt = nice_ticks(min(0.0, min(xs)) if min(xs) >= 0 else min(xs), max(xs), 6)
-        f.x_lo, f.x_hi = xt[0], xt[-1]
-    else:
-        xt = power_ticks(min(xs), max(xs), 2 if x_scale == "log2" else 10)
-        f.x_lo, f.x_hi = min(xs), max(xs)
-        if f.x_hi == f.x_lo:
-            f.x_lo, f.x_hi = xt[0], xt[-1]
-        xt = [t for t in xt if f.x_lo * (1 - 1e-9) <= t <= f.x_hi * (1 + 1e-9)]
-        while len(xt) > 10:
-            xt = xt[::2]
-    if y_scale == "linear":
-        lo = min(0.0, min(ys)) if y_from_zero else min(ys)
-        yt = nice_ticks(lo, max(ys), 5)
-    else:
-        yt = power_ticks(min(ys), max(ys), 2 if y_scale == "log2" else 10)
-        if len(yt) > 8:  # every k-th power, evenly spaced, the last one at or above the data
-            k = math.ceil((len(yt) - 1) / 7)
-            base = 2 if y_scale == "log2" else 10
-            yt = [yt[0] * float(base) ** (k * i) for i in range(math.ceil((len(yt) - 1) / k) + 1)]
-    f.y_lo, f.y_hi = yt[0], yt[-1]
+    xt, yt = _line_ticks(f, xs, ys, x_ticks, y_from_zero)
 
+    rows = _vline_rows(f, vlines)
+    f.top += LABEL_ROW * (max(rows, default=0))  # staggered marker labels get more rows above the plot
     out = _open(width, height, title, "line")
     out += _legend(items, width, 36 + 14)
     out += _y_axis(f, yt, y_format, y_label)
     out += _x_axis(f, [(f.px(t), x_format(t)) for t in xt], x_label)
-    for v in vlines:
+    for v, row in zip(vlines, rows):
         x = f.px(v.x)
         out.append(f'<line class="vline" x1="{_n(x)}" y1="{f.top}" x2="{_n(x)}" y2="{f.top + f.plot_h}" '
                    f'stroke="{v.color}" stroke-width="1.5" stroke-dasharray="4 3"/>')
-        anchor = "end" if x > f.left + f.plot_w * 0.75 else ("start" if x < f.left + f.plot_w * 0.25 else "middle")
-        out.append(f'<line x1="{_n(x)}" y1="{f.top - 4}" x2="{_n(x)}" y2="{f.top}" stroke="{v.color}" stroke-width="1.5"/>')
-        out.append(_text(x, f.top - 7, v.label, size=11, anchor=anchor, color=v.color, cls="vline-label"))
-    for h in hlines:
+        top = f.top - LABEL_ROW * row
+        out.append(f'<line x1="{_n(x)}" y1="{top - 4}" x2="{_n(x)}" y2="{f.top}" stroke="{v.color}" stroke-width="1.5"/>')
+        out.append(_text(x, top - 7, v.label, size=11, anchor=_anchor(f, x), color=v.color, cls="vline-label"))
+    for h, y_label_at in zip(hlines, _hline_label_ys(f, hlines)):
         y = f.py(h.y)
         out.append(f'<line class="hline" x1="{f.left}" y1="{_n(y)}" x2="{f.left + f.plot_w}" y2="{_n(y)}" '
                    f'stroke="{h.color}" stroke-width="2" stroke-dasharray="8 4"/>')
-        below = y - f.top < 16  # too close to the top edge (and the markers' labels): write it under the line
-        out.append(_text(f.left + f.plot_w - 4, y + 14 if below else y - 5, h.label, size=11, anchor="end",
+        out.append(_text(f.left + f.plot_w - 4, y_label_at, h.label, size=11, anchor="end",
                          color=h.color, halo=True, cls="hline-label"))
     for i, s in enumerate(series):
         color = s.color or PALETTE[i % len(PALETTE)]

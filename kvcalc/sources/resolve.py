@@ -36,6 +36,14 @@ def resolve(model: str, *, revision: str | None = None) -> Resolved:
     if not isinstance(model, str) or not model.strip():
         raise ConfigError("MODEL is empty; give a preset name (kvcalc presets), a config.json path or a Hub repo id")
     text = model.strip()
+    if revision is not None and not HUB_ID_RE.match(text) and not looks_like_path(text):
+        hit = presets.find(text)
+        if hit is not None:
+            ask = f"kvcalc size {hit.hub_id} --revision {revision}" if hit.hub_id else "a Hub repo id (org/name)"
+            raise ConfigError(
+                f"--revision applies to a Hub repo id, and {text!r} is the bundled preset {hit.name}: drop --revision "
+                f"to use the preset, or ask the Hub: {ask}"
+            )
     if revision is None:
         hit = presets.find(text)
         if hit is not None:
@@ -52,20 +60,20 @@ def resolve(model: str, *, revision: str | None = None) -> Resolved:
                 raise ConfigError(f"folder {text!r} holds no config.json")
             path = inner
         elif not path.exists():
-            raise ConfigError(f"no file {text!r}, and it is not a preset name (see: kvcalc presets)")
+            raise ConfigError(f"no file {text!r}, and it is not a preset name (see: kvcalc presets){did_you_mean(text)}")
         cfg = read_json_file(path)
         if not isinstance(cfg, dict):
             raise ConfigError(f"config file {str(path)!r} must hold a JSON object")
         source = f"file {path}"
-        name = cfg.get("_name_or_path") if isinstance(cfg.get("_name_or_path"), str) else None
-        spec = spec_from_config(cfg, name=name or path.parent.name or path.name, source=source)
+        spec = spec_from_config(cfg, name=local_name(cfg, text, path), source=source)
         from kvcalc.sources.checkpoint import folder_facts  # headers only, never a tensor
 
         return Resolved(spec, cfg, "file", source, folder_facts(path.parent))
     if HUB_ID_RE.match(text):
         return resolve_hub(text, revision=revision)
     raise ConfigError(
-        f"MODEL {text!r} is not a preset (kvcalc presets), an existing config.json path, or a Hub repo id like org/name"
+        f"MODEL {text!r} is not a preset (kvcalc presets), an existing config.json path, or a Hub repo id like "
+        f"org/name{did_you_mean(text)}"
     )
 
 
@@ -88,3 +96,38 @@ def resolve_hub(repo_id: str, *, revision: str | None) -> Resolved:
         raise ConfigError(f"{got.label}: {exc.message}") from None
     spec = replace(spec, notes=tuple(spec.notes) + got.notes)
     return Resolved(spec, got.config, "hub", got.source, got.checkpoint, got.record)
+
+
+def did_you_mean(text: str) -> str:
+    """'; did you mean 'qwen3-0.6b'?' for a preset name, alias or Hub id close to ``text``."""
+    import difflib
+
+    names: dict[str, str] = {}
+    for p in presets.all_presets().values():
+        for word in (p.name, *p.aliases, p.hub_id):
+            if word:
+                names.setdefault(word.lower(), p.name)
+    close = difflib.get_close_matches(text.strip().lower(), list(names), n=3, cutoff=0.75)
+    hits = list(dict.fromkeys(names[c] for c in close))
+    if not hits:
+        return ""
+    return "; did you mean " + " or ".join(repr(h) for h in hits) + "?"
+
+
+def local_name(cfg: dict, text: str, path: Path) -> str:
+    """A local config's model name: its ``_name_or_path`` when it names a model, else the file's
+    name (``llama-70b.json`` -> llama-70b), else, for a ``config.json``, the folder as given
+    (``./path/to/config.json`` -> ``path/to``; an absolute path -> the folder's name)."""
+    given = cfg.get("_name_or_path")
+    if isinstance(given, str) and given.strip():
+        g = given.strip().rstrip("/")
+        return Path(g).name if g.startswith(("/", ".", "~")) else g
+    if path.name != "config.json":
+        return path.stem
+    folder = text[: -len("config.json")] if text.endswith("config.json") else text
+    folder = folder.rstrip("/\\")
+    while folder.startswith(("./", ".\\")):
+        folder = folder[2:]
+    if not folder or folder in (".", "..") or folder.startswith(("/", "~", "..")):
+        return path.resolve().parent.name or path.name
+    return folder
