@@ -57,6 +57,17 @@ BATCH_70GIB_NO_A100 = "8192 / 1024 on GPUs >= 70 GiB other than A100, else 2048 
 BATCH_160GIB = "16384 / 1024 on GPUs >= 160 GiB; 8192 / 1024 >= 70 GiB (not A100); else 2048 / 256"  # 0.28.0-0.32
 BATCH_160GIB_NO_GB10 = BATCH_160GIB + "; GB10 in the lowest tier"  # 0.33.0-
 
+# chunked-local attention layers (Llama 4)
+CHUNKED_FULL = "no chunked-local spec: the layers are full attention"  # 0.8.0-0.9.2 (absent in vllm==0.9.2 kv_cache_interface.py)
+CHUNKED_HYBRID = "chunked-local groups of the hybrid manager"  # 0.10.0, 0.14.0- (vllm==0.10.0: kv_cache_interface.py:153-165)
+CHUNKED_PROMOTED = "chunked-local layers promoted to full (hybrid manager off)"  # 0.10.1-0.13.0 (vllm==0.10.1: config/__init__.py:3675)
+
+# attention block size of attention + mamba hybrids (docs/vllm-releases.md section 7)
+MAMBA_NONE = "no V1 mamba support"  # 0.8.0-0.9.2
+MAMBA_16 = "16 x cdiv(mamba page, 16 x attention bytes per token)"  # 0.10.0-0.19.x (vllm==0.10.0: models/config.py:270)
+MAMBA_BLOCK = "align = max(16, block size); align x cdiv(...)"  # 0.20.0-0.26.x (vllm==0.20.0: platforms/interface.py:502-605)
+MAMBA_MLA128 = MAMBA_BLOCK + "; MLA hybrids align >= 128"  # 0.27.0- (vllm==0.27.0: platforms/interface.py:888)
+
 
 @record
 class RuleLine:
@@ -85,6 +96,8 @@ class RuleLine:
     fit_whose: str  # "models's" (-0.21.x) or "model's" (0.22.0-)
     docs_url: bool  # the conserving-memory docs link (0.13.0-)
     cpu_clause: bool  # "(which also controls CPU memory on the CPU backend)" (0.22.0-)
+    chunked: str = CHUNKED_HYBRID
+    mamba_align: str = MAMBA_MLA128
 
     @property
     def label(self) -> str:
@@ -124,6 +137,8 @@ _BASE = dict(
     fit_whose="model's",
     docs_url=True,
     cpu_clause=True,
+    chunked=CHUNKED_HYBRID,
+    mamba_align=MAMBA_MLA128,
 )
 
 
@@ -137,22 +152,24 @@ def _line(first: Release, last: Release, **changes: object) -> RuleLine:
 _V0_22 = dict(batch_defaults=BATCH_160GIB, log=LOG_COMBINED)
 _V0_28 = dict(_V0_22, fit_check=FIT_GROUPS)
 _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BATCH_70GIB_NO_A100)
-_V0_26 = dict(_V0_27, concurrency=CONC_POOLED)
+_V0_26 = dict(_V0_27, concurrency=CONC_POOLED, mamba_align=MAMBA_BLOCK)
 _V0_25 = dict(_V0_26, sliding=SW_BATCHED, in_flight_batches=False)
 _V0_21 = dict(_V0_25, fit_whose="models's", cpu_clause=False)
 _V0_20 = dict(_V0_21, tokens=TOKENS_PER_GROUP_MIN_BS)
-_V0_19 = dict(_V0_20, default_utilization=0.9, cudagraphs_subtracted=False)
+_V0_19 = dict(_V0_20, default_utilization=0.9, cudagraphs_subtracted=False, mamba_align=MAMBA_16)
 _V0_18 = dict(_V0_19, fit_check=FIT_FIRST_GROUP)
 _V0_17 = dict(_V0_18, group_ratio=125)
 _V0_16 = dict(_V0_17, fit_check=FIT_WHOLE_MODEL)
-_V0_13 = dict(_V0_17, fit_check=FIT_WORKER, request_ceil=False, gib_round=False)
+_V0_13 = dict(_V0_17, fit_check=FIT_WORKER, request_ceil=False, gib_round=False, chunked=CHUNKED_PROMOTED)
 _V0_12 = dict(_V0_13, docs_url=False)
 _V0_11_2 = dict(_V0_12, group_ratio=0)
 _V0_11_0 = dict(_V0_11_2, log=LOG_PER_WORKER)
 _V0_10 = dict(_V0_11_0, tokens=TOKENS_PER_GROUP)
-_V0_9_1 = dict(_V0_10, override_applied=False)
+_V0_10_0 = dict(_V0_10, chunked=CHUNKED_HYBRID)
+_V0_9_2 = dict(_V0_10, chunked=CHUNKED_FULL, mamba_align=MAMBA_NONE)
+_V0_9_1 = dict(_V0_9_2, override_applied=False)
 _V0_9_0 = dict(
-    _V0_10, tokens=TOKENS_BLOCKS, concurrency=CONC_TOKENS, hybrid_groups=False, fit_estimate="blank"
+    _V0_9_2, tokens=TOKENS_BLOCKS, concurrency=CONC_TOKENS, hybrid_groups=False, fit_estimate="blank"
 )
 _V0_8_5 = dict(_V0_9_0, batch_defaults=BATCH_70GIB)
 _V0_8_4 = dict(_V0_8_5, batch_defaults=BATCH_BY_NAME_SEQS)
@@ -178,7 +195,9 @@ LINES: tuple[RuleLine, ...] = (
     _line((0, 12, 0), (0, 12, 99), **_V0_12),
     _line((0, 11, 1), (0, 11, 99), **_V0_11_2),
     _line((0, 11, 0), (0, 11, 0, 99), **_V0_11_0),
-    _line((0, 9, 2), (0, 10, 99), **_V0_10),
+    _line((0, 10, 1), (0, 10, 99), **_V0_10),
+    _line((0, 10, 0), (0, 10, 0, 99), **_V0_10_0),
+    _line((0, 9, 2), (0, 9, 2, 99), **_V0_9_2),
     _line((0, 9, 1), (0, 9, 1, 99), **_V0_9_1),
     _line((0, 9, 0), (0, 9, 0, 99), **_V0_9_0),
     _line((0, 8, 5), (0, 8, 5, 99), **_V0_8_5),
@@ -215,17 +234,22 @@ def rules_for(text: str) -> tuple[RuleLine, str]:
     """The rule line of a release and one sentence saying which line it follows."""
     release = parse_release(text)
     r = _pad(release)
+    minor_only = len(release) == 2
+    if minor_only:  # "0.20": the newest patch level of 0.20 kvcalc knows (0.20.x)
+        r = (*release, 99, 0)
     if r < _pad(OLDEST):
         raise PlanError(
             f"{named('vllm_version')} {text!r} predates vLLM's V1 engine; kvcalc has the rules of "
             f"{show(OLDEST)} and later (the V1 engine's KV cache)"
         )
-    for line in LINES:
-        if _pad(line.first) <= r <= _pad(line.last):
+    for line in LINES:  # newest first
+        if _pad(line.first) <= r:
             if line is CURRENT and r > _pad(NEWEST_READ):
                 return line, (
                     f"vLLM {show(release)}: newer than the newest release kvcalc was checked against "
                     f"({show(NEWEST_READ)}); rules of {line.label}"
                 )
+            if minor_only:
+                return line, f"vLLM {show(release)} (read as {show(release)}.x, its newest patch level): rules of {line.label}"
             return line, f"vLLM {show(release)}: rules of {line.label}"
     raise PlanError(f"{named('vllm_version')} {text!r}: no rule line covers it")  # pragma: no cover - lines are contiguous
