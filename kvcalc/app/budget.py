@@ -15,6 +15,7 @@ from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
 from kvcalc.core.units import format_bytes, parse_size
+from kvcalc.core.vllm_rules import CURRENT, RuleLine, rules_for
 from kvcalc.core.weights import arch_int, estimate_weights
 from kvcalc.errors import PlanError, named
 
@@ -48,7 +49,8 @@ def _utilization(s: Settings) -> float:
 
 
 def _scheduler(
-    s: Settings, plan: ParallelPlan, total: int | None, gpu_name: str | None, version: str, max_model_len: int
+    s: Settings, plan: ParallelPlan, total: int | None, gpu_name: str | None, version: str, max_model_len: int,
+    rules: tuple[RuleLine, str],
 ) -> dict[str, Any]:
     """What the pool's inputs take from the scheduler: batched tokens, batches in flight, overrides."""
     if s.max_num_batched_tokens is not None:
@@ -56,8 +58,8 @@ def _scheduler(
             raise PlanError(f"{named('max_num_batched_tokens')} must be a positive integer, got {s.max_num_batched_tokens}")
         mnbt, mnbt_src = s.max_num_batched_tokens, "--max-num-batched-tokens"
     else:
-        mnbt, mnbt_src = default_max_num_batched_tokens(total, gpu_name, version, max_model_len)
-    mcb, mcb_src = max_concurrent_batches(plan.pp, version, s.max_concurrent_batches)
+        mnbt, mnbt_src = default_max_num_batched_tokens(total, gpu_name, rules[0], max_model_len)
+    mcb, mcb_src = max_concurrent_batches(plan.pp, rules[0], s.max_concurrent_batches)
     override = s.num_gpu_blocks_override
     if override is not None and (isinstance(override, bool) or not isinstance(override, int) or override < 1):
         raise PlanError(f"{named('num_gpu_blocks_override')} must be a positive integer, got {override!r}")
@@ -72,6 +74,8 @@ def _scheduler(
         gpu_memory_bytes=total,
         num_gpu_blocks_override=override,
         disable_hybrid=bool(s.disable_hybrid_kv_cache_manager),
+        rules=rules[0],
+        rules_note=rules[1],
     )
 
 
@@ -151,10 +155,13 @@ def budget_inputs(
     max_model_len: int,
     version: str,
     checkpoint: dict | None,
+    rules: tuple[RuleLine, str] | None = None,
 ) -> PoolInputs:
+    if rules is None:
+        rules = rules_for(version)
     gpu_name, total, total_source = _gpu_total(s)
     util = _utilization(s)
-    common = _scheduler(s, plan, total, gpu_name, version, max_model_len)
+    common = _scheduler(s, plan, total, gpu_name, version, max_model_len, rules)
     bypass = _bypass(s, plan, total, common)
     if bypass is not None:
         return bypass
@@ -165,8 +172,8 @@ def budget_inputs(
     over, over_src = _overhead(s, plan)
     graph, graph_src = _cudagraphs(s)
     notes: list[str] = []
-    if version == "0.20":
-        notes.append("vLLM 0.20 profiled weights + torch peak + non-torch memory; 0.33 measures the free-memory delta: the same terms here")
+    if rules[0] is not CURRENT:
+        notes.append(f"vLLM {rules[0].label} profiled weights + torch peak + non-torch memory; 0.33 measures the free-memory delta: the same terms here")
     util_src = "--gpu-memory-utilization" if s.gpu_memory_utilization is not None else "vLLM default 0.92"
     available, terms = [], []
     for stage, w in enumerate(weights):

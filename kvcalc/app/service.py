@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.settings import DEFAULT_VLLM_VERSION, Settings
+from kvcalc.app.settings import Settings
 from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
 from kvcalc.core.record import record
+from kvcalc.core.vllm_rules import RuleLine, rules_for
 from kvcalc.errors import KvcalcError, PlanError, named
 
-VLLM_VERSIONS = (DEFAULT_VLLM_VERSION, "0.20")
 MAX_BATCH = 1_000_000
 
 
@@ -110,11 +110,16 @@ def model_dtype(model: ModelSpec, s: Settings) -> str:
 
 
 def check_version(s: Settings) -> str:
+    """The release string as given (any string vLLM prints: 0.10.1.1, v0.22.0, 0.26.1rc1.dev156+g...);
+    refused when it is not one or predates the V1 engine."""
     v = str(s.vllm_version).strip()
-    v = {"0.33.0": "0.33", "0.20.0": "0.20", "0.20.2": "0.20", "v0.33": "0.33", "v0.20": "0.20"}.get(v, v)
-    if v not in VLLM_VERSIONS:
-        raise PlanError(f"{named('vllm_version')} {s.vllm_version!r} has no rules in kvcalc; valid: {', '.join(VLLM_VERSIONS)}")
+    rules_for(v)
     return v
+
+
+def release_rules(s: Settings) -> tuple[RuleLine, str]:
+    """The rule line of --vllm-version and the sentence naming it ("vLLM 0.19.1: rules of 0.19.0–0.19.x")."""
+    return rules_for(str(s.vllm_version).strip())
 
 
 def cache_settings(model: ModelSpec, s: Settings, *, block_size: int) -> CacheSettings:
@@ -176,7 +181,7 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
                 from kvcalc.app.budget import budget_inputs
                 from kvcalc.core.pool import pool_report
 
-                inputs = budget_inputs(model, s, p, cache, mml, version, checkpoint)
+                inputs = budget_inputs(model, s, p, cache, mml, version, checkpoint, setup.rules)
                 pool = setup.pools[facts] = pool_report(model, p, cache, inputs)
             notes.extend(n for n in pool.notes if n not in notes)
     return SizeResult(model, s, fp, mml, version, pool, tuple(notes), checkpoint)
@@ -190,10 +195,13 @@ class _Setup:
     """What ``evaluate`` derives from a model and every setting but the traffic, and the
     pool for each checkpoint (budget_inputs reads its "bytes" and "source" only)."""
 
-    __slots__ = ("version", "max_model_len", "cache", "plan", "notes", "pools")
+    __slots__ = ("version", "rules", "max_model_len", "cache", "plan", "notes", "pools")
 
-    def __init__(self, version: str, mml: int, cache: CacheSettings, plan: ParallelPlan, notes: tuple[str, ...]) -> None:
-        self.version, self.max_model_len, self.cache, self.plan, self.notes = version, mml, cache, plan, notes
+    def __init__(
+        self, version: str, rules: tuple[RuleLine, str], mml: int, cache: CacheSettings, plan: ParallelPlan,
+        notes: tuple[str, ...],
+    ) -> None:
+        self.version, self.rules, self.max_model_len, self.cache, self.plan, self.notes = version, rules, mml, cache, plan, notes
         self.pools: dict[Any, Any] = {}
 
 
@@ -223,6 +231,7 @@ def _setup(model: ModelSpec, s: Settings) -> _Setup:
 
 def _derive(model: ModelSpec, s: Settings) -> _Setup:
     version = check_version(s)
+    rules = release_rules(s)
     mml = max_model_len(model, s)
     bs = default_block_size(model, s)
     cache = cache_settings(model, s, block_size=bs)
@@ -233,8 +242,8 @@ def _derive(model: ModelSpec, s: Settings) -> _Setup:
         from kvcalc.core.pool import engine_cache
 
         check_tp(model, p.tp)
-        cache, _, cache_notes = engine_cache(model, p, cache)
-    return _Setup(version, mml, cache, p, tuple(cache_notes))
+        cache, _, cache_notes = engine_cache(model, p, cache, rules[0])
+    return _Setup(version, rules, mml, cache, p, tuple(cache_notes))
 
 
 def settings_from_mapping(data: dict, *, where: str = "") -> Settings:

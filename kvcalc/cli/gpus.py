@@ -20,7 +20,7 @@ def gpus(format: o.Format = "table", units: o.Units = "iec") -> None:
     u = o.check_units(units)
     rows = []
     for g in CATALOG:
-        mnbt, _ = default_max_num_batched_tokens(g.memory_bytes, g.name, "0.33")
+        mnbt, _ = default_max_num_batched_tokens(g.memory_bytes, g.name)
         rows.append({"name": g.name, "aliases": list(g.aliases), "memory_bytes": g.memory_bytes,
                      "default_max_num_batched_tokens": mnbt, "source": g.source})
     doc = Document("GPU catalog (pass --gpu-memory for an exact figure of your own)")
