@@ -120,7 +120,7 @@ class Settings:
     vllm_version: str = setting(
         DEFAULT_VLLM_VERSION,
         "--vllm-version",
-        help=f"Engine rules: {DEFAULT_VLLM_VERSION} (current, default) | 0.20",
+        help=f"vLLM release whose rules apply, as vLLM prints it: 0.8.0 to {DEFAULT_VLLM_VERSION} (default), e.g. 0.10.1.1, v0.22.0",
         kind=VERSION,
         panel=ENGINE,
     )
