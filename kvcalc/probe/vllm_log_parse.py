@@ -93,6 +93,7 @@ class VllmLog:
     pp_layers: str | None = None
     does_not_fit: bool = False
     no_memory: bool = False
+    failed: bool = False  # "EngineCore failed to start" (the reason may be cut from the excerpt)
     fit_max_model_len: int | None = None
     needed_gib: str | None = None
     error_memory_gib: str | None = None
@@ -200,11 +201,11 @@ def _settings(line: str, found: dict[str, Any]) -> None:
         if key in args:
             value = args[key]
         else:
-            m = re.search(r"\b" + key + r"['\"]?\s*[=:]\s*['\"]?([\w.]+)", line)
+            m = re.search(r"\b" + key + r"['\"]?\s*[=:]\s*['\"]?([A-Za-z0-9_]+(?:\.\d+)?)", line)
             if m:
                 value = m.group(1)
             for flag in flags:
-                f = re.search(r"(?:^|\s)" + re.escape(flag) + r"(?:\s+|=)([\w.]+)", line)
+                f = re.search(r"(?:^|\s)" + re.escape(flag) + r"(?:\s+|=)([A-Za-z0-9_]+(?:\.\d+)?)", line)
                 if f:
                     value = f.group(1)
         if value is None or name in found:
@@ -270,6 +271,7 @@ def _errors(log: VllmLog, line: str) -> bool:
     if e:
         log.does_not_fit = True
         log.estimated_max_model_len = int(e.group(1))
+    log.failed = log.failed or "failed to start" in line
     no_memory = bool(NO_MEMORY.search(line))
     log.no_memory = log.no_memory or no_memory
     refused = no_memory or bool(V0_NO_FIT.search(line) or SERVE.search(line))

@@ -34,7 +34,7 @@ def log_rows(
             note="from the refusal's memory figure" if from_error else "the smallest 'Available KV cache memory' line")
     ]
     if p_lo is None or p_mid is None or p_hi is None:  # nothing left for the cache: vLLM refuses in every release
-        rows.append(Row(FITS, 0, 0 if (log.does_not_fit or log.no_memory) else None, unit="",
+        rows.append(Row(FITS, 0, 0 if (log.does_not_fit or log.failed) else None, unit="",
                         note=f"available <= 0: vLLM raises '{no_memory_error(rules)}'"))
         return rows
     if log.gpu_blocks is not None:
