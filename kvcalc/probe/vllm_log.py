@@ -18,7 +18,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.app.probe_report import Check, LogFacts, Row
+from kvcalc.app.probe_report import Check, LogFacts
 from kvcalc.core import vllm_rules as R
 from kvcalc.errors import KvcalcError
 from kvcalc.probe.vllm_log_parse import VllmLog, parse_log, parse_runs
