@@ -126,6 +126,13 @@ def cache_settings(model: ModelSpec, s: Settings, *, block_size: int) -> CacheSe
     mdt = model_dtype(model, s)
     kv = resolve_kv_dtype(s.kv_dtype, model, mdt)
     check_version(s)
+    rules, _ = release_rules(s)
+    if rules.float_kv_mismatch and kv.name in ("float16", "bfloat16") and str(s.kv_dtype).strip().lower() != "auto" and kv.name != mdt:
+        allowed = f"`auto` or `{mdt}`" if mdt in ("float16", "bfloat16") else "`auto`"
+        raise PlanError(
+            f"{named('kv_dtype')} {kv.name} with model dtype {mdt}: vLLM {rules.label} refuses it: "
+            f'kv_cache_dtype="{kv.name}" is incompatible with dtype="{mdt}". Please set `--kv-cache-dtype` to {allowed}.'
+        )
     return CacheSettings(
         kv_dtype=kv,
         block_size=block_size,

@@ -160,7 +160,7 @@ class Settings:
         panel=BUDGET,
     )
     kv_cache_memory: str | None = setting(
-        None, "--kv-cache-memory", "--kv-cache-memory-bytes", help="KV pool per GPU, bypassing the budget", kind=SIZE, panel=BUDGET
+        None, "--kv-cache-memory", "--kv-cache-memory-bytes", help="KV pool per GPU, bypassing the budget; one per PP stage: 12.13GiB,11.33GiB", kind=SIZE, panel=BUDGET
     )
     weights_bytes: str | None = setting(
         None, "--weights-bytes", help="Weights of the whole model (overrides the estimate)", kind=SIZE, panel=BUDGET

@@ -59,14 +59,22 @@ def _batch_tier(gpu_memory_bytes: int, gpu_name: str | None, rules: R.RuleLine) 
 
 
 def default_max_num_batched_tokens(
-    gpu_memory_bytes: int | None, gpu_name: str | None, rules: R.RuleLine = R.CURRENT, max_model_len: int | None = None
+    gpu_memory_bytes: int | None,
+    gpu_name: str | None,
+    rules: R.RuleLine = R.CURRENT,
+    max_model_len: int | None = None,
+    chunked_prefill: bool = True,
 ) -> tuple[int, str]:
     """`vllm serve`'s default scheduler token budget for the device (get_batch_defaults),
-    capped at max_num_seqs x max_model_len as the engine args do for default settings."""
+    capped at max_num_seqs x max_model_len as the engine args do for default settings;
+    without chunked prefill (encoder-decoder models) at least max_model_len
+    (vllm==0.33.0: vllm/engine/arg_utils.py:3190-3199)."""
     if gpu_memory_bytes is None:
         tokens, seqs, why = 2048, 256, "vLLM serve default for an unknown GPU (2048); pass --gpu or --max-num-batched-tokens"
     else:
         tokens, seqs, why = _batch_tier(gpu_memory_bytes, gpu_name, rules)
+    if max_model_len is not None and not chunked_prefill and max_model_len > tokens:
+        return max_model_len, f"{why}, raised to max_model_len {max_model_len} (no chunked prefill)"
     if max_model_len is not None and seqs * max_model_len < tokens:
         return seqs * max_model_len, f"{why}, capped at max_num_seqs {seqs} x max_model_len {max_model_len}"
     return tokens, why

@@ -19,7 +19,7 @@ from kvcalc.core.grouping import Group, _promote_local, _unify_page_size, group_
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.record import field, record, replace
-from kvcalc.core.specs import CacheSpec, MambaSpec, cdiv
+from kvcalc.core.specs import CacheSpec, CrossAttentionSpec, MambaSpec, cdiv
 from kvcalc.core.vllm_texts import fit_error
 from kvcalc.errors import PlanError, named
 
@@ -228,11 +228,16 @@ class Layout:
 
 
 def pool_layout(
-    worker_specs: list[dict[Any, CacheSpec]], *, disable_hybrid: bool = False, rules: R.RuleLine = R.CURRENT
+    worker_specs: list[dict[Any, CacheSpec]],
+    *,
+    disable_hybrid: bool = False,
+    rules: R.RuleLine = R.CURRENT,
+    encoder_input_tokens: int = 0,
 ) -> Layout:
     """vLLM get_global_kv_cache_groups under the release's rules. ``worker_specs`` maps each
     worker's layer names to specs: TP ranks of a stage share names, PP stages hold different
-    ones (vLLM merges by name)."""
+    ones (vLLM merges by name). ``encoder_input_tokens``: what a cross-attention layer
+    reserves per request from 0.11.0 (max_num_encoder_input_tokens)."""
     index: dict[Any, int] = {}
     specs: list[CacheSpec] = []
     on_worker: list[frozenset[int]] = []
@@ -242,7 +247,10 @@ def pool_layout(
         for name, spec in ws.items():
             if name not in index:
                 index[name] = len(specs)
-                specs.append(PR.release_spec(spec, rules))
+                spec = PR.release_spec(spec, rules)
+                if isinstance(spec, CrossAttentionSpec) and rules.cross_from_batch and encoder_input_tokens:
+                    spec = replace(spec, planned_tokens=encoder_input_tokens)
+                specs.append(spec)
             mine.add(index[name])
         on_worker.append(frozenset(mine))
         raw.append(tuple(specs[j] for j in sorted(mine)))
@@ -338,7 +346,8 @@ def _plan_workers(
 
 @lru_cache(maxsize=512)
 def _layout_of(
-    model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, mamba_pad: int, disable_hybrid: bool, rules: R.RuleLine
+    model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, mamba_pad: int, disable_hybrid: bool, rules: R.RuleLine,
+    encoder_input_tokens: int,
 ) -> Layout:
     """The pool layout of a model on a plan (computed once; callers do not modify it)."""
     worker_specs = [
@@ -348,7 +357,7 @@ def _layout_of(
         }
         for st in stage_specs(model, plan, cache)
     ]
-    return pool_layout(worker_specs, disable_hybrid=disable_hybrid, rules=rules)
+    return pool_layout(worker_specs, disable_hybrid=disable_hybrid, rules=rules, encoder_input_tokens=encoder_input_tokens)
 
 
 def pool_report(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, inputs: PoolInputs) -> PoolReport:
@@ -361,7 +370,8 @@ def _pool_report(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, inp
     rules = inputs.rules
     cache, mamba_pad, notes = _engine_cache(model, plan.tp, cache, rules)
     layout_plan = ParallelPlan(tp=plan.tp, pp=plan.pp, pp_layers=plan.pp_layers)  # dp and nodes do not matter
-    layout = _layout_of(model, layout_plan, cache, mamba_pad, inputs.disable_hybrid, rules)
+    encoder_input = inputs.max_num_batched_tokens if model.encoder_decoder else 0
+    layout = _layout_of(model, layout_plan, cache, mamba_pad, inputs.disable_hybrid, rules, encoder_input)
     if len(inputs.available_per_stage) != len(layout.bytes_per_block):
         raise PlanError("internal: one available-memory figure per PP stage is needed")  # pragma: no cover
     pp = _plan_workers(

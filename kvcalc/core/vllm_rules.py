@@ -98,6 +98,12 @@ class RuleLine:
     cpu_clause: bool  # "(which also controls CPU memory on the CPU backend)" (0.22.0-)
     chunked: str = CHUNKED_HYBRID
     mamba_align: str = MAMBA_MLA128
+    # refuses --kv-cache-dtype float16/bfloat16 differing from a float model dtype
+    # (vllm==0.33.0: vllm/config/vllm.py:1492-1508, called at :1540; absent in vllm==0.32.0)
+    float_kv_mismatch: bool = True
+    # cross-attention reserves max_num_encoder_input_tokens (= max_num_batched_tokens) per request,
+    # not the encoder length (vllm==0.11.0: vllm/v1/kv_cache_interface.py:256-262; vllm==0.10.2: :230-235)
+    cross_from_batch: bool = True
 
     @property
     def label(self) -> str:
@@ -139,6 +145,8 @@ _BASE = dict(
     cpu_clause=True,
     chunked=CHUNKED_HYBRID,
     mamba_align=MAMBA_MLA128,
+    float_kv_mismatch=True,
+    cross_from_batch=True,
 )
 
 
@@ -149,7 +157,7 @@ def _line(first: Release, last: Release, **changes: object) -> RuleLine:
 
 
 # Newest first; each line states how it differs from the current one (0.33).
-_V0_22 = dict(batch_defaults=BATCH_160GIB, log=LOG_COMBINED)
+_V0_22 = dict(batch_defaults=BATCH_160GIB, log=LOG_COMBINED, float_kv_mismatch=False)
 _V0_28 = dict(_V0_22, fit_check=FIT_GROUPS)
 _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BATCH_70GIB_NO_A100)
 _V0_26 = dict(_V0_27, concurrency=CONC_POOLED, mamba_align=MAMBA_BLOCK)
@@ -164,7 +172,7 @@ _V0_13 = dict(_V0_17, fit_check=FIT_WORKER, request_ceil=False, gib_round=False,
 _V0_12 = dict(_V0_13, docs_url=False)
 _V0_11_2 = dict(_V0_12, group_ratio=0)
 _V0_11_0 = dict(_V0_11_2, log=LOG_PER_WORKER)
-_V0_10 = dict(_V0_11_0, tokens=TOKENS_PER_GROUP)
+_V0_10 = dict(_V0_11_0, tokens=TOKENS_PER_GROUP, cross_from_batch=False)
 _V0_10_0 = dict(_V0_10, chunked=CHUNKED_HYBRID)
 _V0_9_2 = dict(_V0_10, chunked=CHUNKED_FULL, mamba_align=MAMBA_NONE)
 _V0_9_1 = dict(_V0_9_2, override_applied=False)
@@ -179,7 +187,7 @@ _V0_8_1 = dict(_V0_8_2, fit_check=FIT_MIN_ALL)
 
 LINES: tuple[RuleLine, ...] = (
     _line((0, 33, 0), OPEN),
-    _line((0, 30, 0), (0, 32, 99), batch_defaults=BATCH_160GIB),
+    _line((0, 30, 0), (0, 32, 99), batch_defaults=BATCH_160GIB, float_kv_mismatch=False),
     _line((0, 29, 0), (0, 29, 99), **_V0_22),
     _line((0, 28, 0), (0, 28, 99), **_V0_28),
     _line((0, 27, 0), (0, 27, 99), **_V0_27),
