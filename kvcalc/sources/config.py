@@ -416,7 +416,8 @@ def spec_from_config(cfg: Any, *, name: str, source: str) -> ModelSpec:
             )
 
     kinds = _layer_kinds(text, where, text_type, n, notes)
-    state, divisors = ((), ())
+    state: tuple[StateArch, ...] = ()
+    divisors: tuple[tuple[str, int], ...] = ()
     if any(k == "mamba" for k, _ in kinds):
         state, divisors = _state_arch(text, where, text_type)
     layers = []
