@@ -254,3 +254,62 @@ def test_hybrid_qwen36_logs_are_read(log, tokens, conc, version):
     (run,) = parse_runs((LOGS / log).read_text())
     assert (run.tokens, run.concurrency, run.version) == (tokens, conc, version)
     assert run.settings["max_num_batched_tokens"] == 8192 and run.settings["kv_dtype"].startswith("fp8")
+
+
+# ---------------------------------------------------------------- files: several runs, flags, bad input
+
+
+def test_a_file_with_two_runs_is_split_and_each_checked(tmp_path):
+    both = tmp_path / "two-runs.log"
+    both.write_text((LOGS / "dennislee22-qwen2-7b-instruct-gmu0.25-0.10.1.1.log").read_text()
+                    + (LOGS / "dennislee22-qwen2-7b-instruct-gmu0.5-0.10.1.1.log").read_text())
+    result = CliRunner().invoke(APP, ["probe", "qwen2.5-7b", "--from-vllm-log", str(both), "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    checks = json.loads(result.stdout)["checks"]
+    assert [c["title"] for c in checks] == [f"vLLM log two-runs.log (run {i} of 2)" for i in (1, 2)]
+    measured = [{m["what"]: m["measured"] for m in c["measurements"]}["GPU KV cache size"] for c in checks]
+    assert measured == [93_872, 464_848] and all(c["verdict"] == "agree" for c in checks)
+
+
+def test_cli_flags_of_the_command_line_are_read(tmp_path):
+    # qwen2.5-7b at TP 2 with fp8 KV: 28 x 16 x 2 KV heads x 256 x 1 B = 229,376 B per block
+    bpb = 28 * 16 * 2 * 256
+    lo, hi = (b // bpb for b in ends("3.00"))
+    log = tmp_path / "flags.log"
+    log.write_text(
+        "$ vllm serve Qwen/Qwen2.5-7B-Instruct -tp 2 --kv-cache-dtype fp8 --max-model-len 8192 "
+        "--max-num-batched-tokens=4096\n"
+        "INFO [gpu_worker.py:440] Available KV cache memory: 3.0 GiB\n"
+        "INFO [gpu_worker.py:440] Available KV cache memory: 3.0 GiB\n"
+        f"INFO [kv_cache_utils.py:1708] GPU KV cache size: {int(lo / 512 * 8192):,} tokens\n"
+        f"INFO [kv_cache_utils.py:1709] Maximum concurrency for 8,192 tokens per request: {lo / 512:.2f}x\n"
+    )
+    result = CliRunner().invoke(APP, ["probe", "qwen2.5-7b", "--from-vllm-log", str(log), "--vllm-version", "0.20.1",
+                                      "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    check = json.loads(result.stdout)["checks"][0]
+    got = check["details"]["settings_from_log"]
+    assert (got["tp"], got["kv_dtype"], got["max_num_batched_tokens"]) == (2, "fp8", 4096)
+    row = {m["what"]: m for m in check["measurements"]}["GPU KV cache size"]
+    assert (row["predicted_min"], row["predicted_max"]) == (int(lo / 512 * 8192), int(hi / 512 * 8192))
+
+
+def test_the_receipt_table_lists_every_figure():
+    result = CliRunner().invoke(APP, ["probe", "glm-4.7", "--from-vllm-log", str(LOGS / "issue-32105-glm-4.7-fp8-pp8-0.15.0rc1.log")])
+    assert result.exit_code == 0, result.stderr
+    for needle in ("KV cache needed for one request", "available KV cache memory in the refusal",
+                   "estimated maximum model length", "fits max_model_len", "rules of 0.14.0–0.16.x"):
+        assert needle in result.stdout
+
+
+@pytest.mark.parametrize("content", [b"\x00\x01\x02binary", b"just some text\nnothing from vllm\n", b""])
+def test_bad_or_unrelated_files_get_one_line(tmp_path, content):
+    path = tmp_path / "x.log"
+    path.write_bytes(content)
+    result = CliRunner().invoke(APP, ["probe", "qwen3-0.6b", "--from-vllm-log", str(path)])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_folder_gets_one_line(tmp_path):
+    result = CliRunner().invoke(APP, ["probe", "qwen3-0.6b", "--from-vllm-log", str(tmp_path)])
+    assert result.exit_code == 2 and "folder" in result.stderr and len(result.stderr.strip().splitlines()) == 1
