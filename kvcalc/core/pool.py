@@ -272,10 +272,11 @@ def plan_pool(
     num_gpu_blocks_override: int | None = None,
     disable_hybrid: bool = False,
     search_limit: int | None = None,
+    encoder_input_tokens: int = 0,
 ) -> PoolPlan:
     """vLLM get_global_kv_cache_groups + get_kv_cache_configs + the capacity log, for the
     workers of one DP engine (``worker_specs``: see ``pool_layout``)."""
-    layout = pool_layout(worker_specs, disable_hybrid=disable_hybrid, rules=rules)
+    layout = pool_layout(worker_specs, disable_hybrid=disable_hybrid, rules=rules, encoder_input_tokens=encoder_input_tokens)
     return _plan_workers(layout, available, max_model_len, in_flight, rules, num_gpu_blocks_override, search_limit)
 
 
