@@ -28,16 +28,14 @@ import vllm033_harness  # noqa: E402
 
 vllm033_harness.install()
 
+import vllm.platforms  # noqa: E402  (stubs)
+import vllm.v1.core.kv_cache_config_builder as B  # noqa: E402
 import vllm.v1.core.kv_cache_planning as P  # noqa: E402
 import vllm.v1.core.kv_cache_utils as U  # noqa: E402
 import vllm.v1.kv_cache_interface as I  # noqa: E402
 from vllm.v1.kv_cache_layout import KVCacheLayout as LAYOUT  # noqa: E402
 
 from kvcalc.core import specs as K  # noqa: E402
-
-import vllm.platforms  # noqa: E402  (stubs)
-
-import vllm.v1.core.kv_cache_config_builder as B  # noqa: E402
 
 B.resolve_obj_by_qualname = lambda q: P.DefaultKVCacheConfigBuilder  # the default builder (CUDA)
 vllm.platforms.current_platform = SimpleNamespace(get_kv_cache_config_builder_cls=lambda c: "default")
@@ -86,15 +84,15 @@ def vllm_spec(s: K.CacheSpec):
     return I.FullAttentionSpec(**common, head_size_v=s.head_size_v)
 
 
-def config(L: int, mnbt: int, pp: int, tp: int):
+def config(L: int, mnbt: int, pp: int, tp: int, disable_hybrid: bool = False, override: int | None = None):
     return SimpleNamespace(
         model_config=SimpleNamespace(max_model_len=L, original_max_model_len=L, supports_kv_cache_grouping=False),
         # the layout vLLM 0.33 resolves for FlashAttention on CUDA (layer-outermost, as kvcalc's probe/alloc.py)
-        cache_config=SimpleNamespace(num_gpu_blocks_override=None, prefix_cache_retention_interval=None,
+        cache_config=SimpleNamespace(num_gpu_blocks_override=override, prefix_cache_retention_interval=None,
                                      get_resolved_kv_cache_layout=lambda: LAYOUT.LBNHC, kv_cache_layout="LBNHC",
                                      mamba_cache_mode="none"),
         scheduler_config=SimpleNamespace(max_num_batched_tokens=mnbt, max_num_encoder_input_tokens=mnbt,
-                                         disable_hybrid_kv_cache_manager=False, async_scheduling=True),
+                                         disable_hybrid_kv_cache_manager=disable_hybrid, async_scheduling=True),
         parallel_config=SimpleNamespace(tensor_parallel_size=tp, pipeline_parallel_size=pp,
                                         decode_context_parallel_size=1, prefill_context_parallel_size=1),
         device_config=SimpleNamespace(device_type="cuda"),
@@ -106,18 +104,21 @@ def config(L: int, mnbt: int, pp: int, tp: int):
     )
 
 
-def run_vllm(worker_specs: list[dict], available: list[int], L: int, mnbt: int, pp: int, tp: int) -> dict:
-    cfg = config(L, mnbt, pp, tp)
+def run_vllm(worker_specs: list[dict], available: list[int], L: int, mnbt: int, pp: int, tp: int,
+             disable_hybrid: bool = False, override: int | None = None) -> dict:
+    cfg = config(L, mnbt, pp, tp, disable_hybrid, override)
     builder = P.DefaultKVCacheConfigBuilder()
     try:
         groups = P.get_global_kv_cache_groups(cfg, worker_specs)
         configs = P.get_kv_cache_configs(cfg, worker_specs, available, groups)
-    except ValueError as exc:
-        return {"refused": str(exc)}
+    except (ValueError, NotImplementedError, AssertionError) as exc:
+        return {"refused": str(exc), "error_type": type(exc).__name__}
     sched = U.generate_scheduler_kv_cache_config(configs)
     conc = U.get_max_concurrency_for_kv_cache_config(cfg, sched)
     projected = [P._project_kv_cache_groups_to_worker(groups, ws) for ws in worker_specs]
     bpb = [P._pool_bytes_per_block_from_builder(builder, cfg, g) for g in projected]
+    if override is not None:
+        available = [override * b for b in bpb]
     estimate = min(P._estimate_max_model_len_from_groups(builder, cfg, g, a - b) for g, a, b in zip(projected, available, bpb))
     return {
         "num_blocks": sched.num_blocks,
@@ -171,11 +172,15 @@ def case(rng: random.Random, presets: list[str]) -> dict | None:
     L = rng.randint(1, model.max_model_len)
     mnbt = rng.choice([512, 2048, 8192])
     scale = rng.choice([2**20, 2**26, 2**30, 10 * 2**30, 80 * 2**30])
-    available = [rng.randint(1, scale) for _ in stages]
-    result = run_vllm(vllm_specs, available, L, mnbt, pp, tp)
+    available = [rng.randint(scale // 2, scale) if rng.random() < 0.6 else rng.randint(1, scale) for _ in stages]
+    disable_hybrid = rng.random() < 0.15
+    override = rng.randint(1, 5000) if rng.random() < 0.1 else None
+    vllm_specs = [{k: v for k, v in ws.items()} for ws in vllm_specs]  # unify_hybrid_kv_cache_specs edits in place
+    result = run_vllm(vllm_specs, available, L, mnbt, pp, tp, disable_hybrid, override)
     return {
         "inputs": {"preset": name, "tp": tp, "pp": pp, "kv_dtype": kv, "block_size": block, "max_model_len": L,
-                   "max_num_batched_tokens": mnbt, "max_concurrent_batches": pp + 1, "available": available},
+                   "max_num_batched_tokens": mnbt, "max_concurrent_batches": pp + 1, "available": available,
+                   "disable_hybrid_kv_cache_manager": disable_hybrid, "num_gpu_blocks_override": override},
         "vllm": result,
     }
 

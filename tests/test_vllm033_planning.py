@@ -22,6 +22,7 @@ from kvcalc.app.settings import Settings
 from kvcalc.core.footprint import stage_specs
 from kvcalc.core.pool import engine_cache, plan_pool
 from kvcalc.core.specs import MambaSpec
+from kvcalc.errors import PlanError
 from kvcalc.sources.resolve import resolve
 
 DATA = json.loads((Path(__file__).parent / "data" / "vllm033-planning-vectors.json").read_text())
@@ -34,6 +35,8 @@ def test_vectors_have_provenance_and_breadth():
     assert {c["inputs"]["tp"] for c in CASES} == {1, 2, 4, 8} and {c["inputs"]["pp"] for c in CASES} == {1, 2, 3, 4}
     assert {c["inputs"]["kv_dtype"] for c in CASES} == {"auto", "fp8"}
     assert any("refused" in c["vllm"] for c in CASES) and any("refused" not in c["vllm"] for c in CASES)
+    assert any(c["inputs"]["disable_hybrid_kv_cache_manager"] for c in CASES)
+    assert any(c["inputs"]["num_gpu_blocks_override"] for c in CASES)
 
 
 def _kvcalc(i: dict):
@@ -51,14 +54,19 @@ def _kvcalc(i: dict):
         workers, i["available"], max_model_len=i["max_model_len"],
         in_flight=i["max_concurrent_batches"] * i["max_num_batched_tokens"],
         encoder_input_tokens=i["max_num_batched_tokens"] if model.encoder_decoder else 0,
+        disable_hybrid=i["disable_hybrid_kv_cache_manager"], num_gpu_blocks_override=i["num_gpu_blocks_override"],
     )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{n}-{c['inputs']['preset']}" for n, c in enumerate(CASES)])
 def test_kvcalc_agrees_with_vllm_033(case):
     i, v = case["inputs"], case["vllm"]
-    got = _kvcalc(i)
-    if "refused" in v:
+    try:
+        got = _kvcalc(i)
+    except PlanError as exc:  # kvcalc refuses the settings up front, quoting vLLM's exception
+        assert "refused" in v and f"'{v['refused']}'" in str(exc)
+        return
+    if "refused" in v:  # vLLM's start-up refusal, word for word
         assert got.error == v["refused"]
         return
     assert got.error is None

@@ -51,14 +51,11 @@ def _promote_local(specs: list[CacheSpec]) -> list[CacheSpec]:
     kinds = {s.kind for s in specs}
     if len(kinds) == 1:
         return specs
-    if "cross" in kinds:  # vllm==0.33.0: vllm/v1/core/kv_cache_planning.py:810-814
+    if "cross" in kinds or "mamba" in kinds:  # vllm==0.33.0: vllm/v1/core/kv_cache_planning.py:810-814
+        what = "cross-attention" if "cross" in kinds else "mamba"
         raise PlanError(
-            f"{named('disable_hybrid_kv_cache_manager')}: vLLM cannot allocate cross-attention and decoder layers as one "
-            "type and raises 'Failed to promote local KV cache specs to one unified type.'; drop the flag"
-        )
-    if "mamba" in kinds:
-        raise PlanError(
-            f"{named('disable_hybrid_kv_cache_manager')} cannot unify mamba and attention layers (vLLM raises); drop the flag"
+            f"{named('disable_hybrid_kv_cache_manager')}: vLLM cannot allocate {what} and attention layers as one type "
+            "and raises 'Failed to promote local KV cache specs to one unified type.'; drop the flag"
         )
     if "full" not in kinds:
         raise PlanError(f"{named('disable_hybrid_kv_cache_manager')} needs full-attention layers to unify with; drop the flag")
