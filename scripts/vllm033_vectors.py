@@ -23,7 +23,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
+import torch  # noqa: E402, TID253  (an offline script, not the package)
 import vllm033_harness  # noqa: E402
 
 vllm033_harness.install()
