@@ -154,3 +154,16 @@ def test_chunked_and_mamba_boundaries():
     assert R.rules_for("0.10.0")[0].mamba_align == R.MAMBA_16
     assert R.rules_for("0.20.0")[0].mamba_align == R.MAMBA_BLOCK
     assert R.rules_for("0.27.0")[0].mamba_align == R.MAMBA_MLA128
+
+
+@pytest.mark.parametrize(
+    ("yaml_value", "release"),
+    [(0.2, "0.20"), (0.1, "0.10"), (0.3, "0.30"), (0.8, "0.8"), (0.9, "0.9"), (0.33, "0.33"), (0.15, "0.15"),
+     ("0.10.1.1", "0.10.1.1"), (" v0.22.0 ", "v0.22.0")],
+)
+def test_gate_files_take_any_release(yaml_value, release):
+    # YAML reads an unquoted 0.20 as the number 0.2: the gate key restores the release's spelling
+    from kvcalc.app.gate_schema import setting_value
+
+    assert setting_value("vllm_version", yaml_value) == release
+    R.rules_for(release)  # and the rules know it
