@@ -313,3 +313,18 @@ def test_bad_or_unrelated_files_get_one_line(tmp_path, content):
 def test_a_folder_gets_one_line(tmp_path):
     result = CliRunner().invoke(APP, ["probe", "qwen3-0.6b", "--from-vllm-log", str(tmp_path)])
     assert result.exit_code == 2 and "folder" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_log_without_memory_takes_kv_cache_memory(tmp_path):
+    # releases before 0.9.1 print no Available line: --kv-cache-memory 1.05GiB (2 decimals, as if
+    # logged) gives the range [1.045, 1.055] GiB; Qwen3-0.6B 0.9.0: tokens = blocks x 16
+    bpb = 28 * 16 * 8 * 256 * 2
+    lo, hi = (b // bpb for b in ends("1.05"))
+    log = tmp_path / "old.log"
+    log.write_text(f"INFO [kv_cache_utils.py:637] GPU KV cache size: {lo * 16:,} tokens\n"
+                   f"INFO [kv_cache_utils.py:640] Maximum concurrency for 4,096 tokens per request: {lo * 16 / 4096:.2f}x\n")
+    result = CliRunner().invoke(APP, ["probe", "qwen3-0.6b", "--from-vllm-log", str(log), "--vllm-version", "0.9.0",
+                                      "--kv-cache-memory", "1.05GiB", "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    m = {r["what"]: r for r in json.loads(result.stdout)["checks"][0]["measurements"]}
+    expect(m["GPU KV cache size"], lo * 16, hi * 16, lo * 16)

@@ -14,6 +14,7 @@ GiB, memory and estimated maximum length.
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,7 @@ GIB = 1 << 30
 HALF = Decimal("0.005")
 
 
-def read_runs(path: str) -> list[VllmLog]:
+def read_runs(path: str, memory_given: bool = False) -> list[VllmLog]:
     """The runs of a log file that report something to compare; one-line errors otherwise."""
     p = Path(path).expanduser()
     try:
@@ -52,10 +53,11 @@ def read_runs(path: str) -> list[VllmLog]:
             "for', 'num_gpu_blocks' nor start-up refusal line found; paste the engine's start-up log"
         )
     for run in runs:
-        if not run.available_gib and run.error_memory_gib is None:
+        if not run.available_gib and run.error_memory_gib is None and not memory_given:
             raise KvcalcError(
                 f"--from-vllm-log {path}: a run reports {_what(run)} but no 'Available KV cache memory: X GiB' (V1) nor "
-                "'kv_cache_size=XGiB' (V0) line: kvcalc needs the memory the engine had; paste the whole start-up log"
+                "'kv_cache_size=XGiB' (V0) line (releases before 0.9.1 print none): kvcalc needs the memory the engine had; "
+                "paste the whole start-up log or give --kv-cache-memory"
             )
     return runs
 
@@ -97,7 +99,7 @@ def rules_version(log: VllmLog, given: str | None) -> tuple[str, str]:
 def probe_log(resolved: Any, settings: Any, path: str, *, vllm_version_given: str | None,
               tp_given: bool, pp_given: bool, kv_dtype_given: bool) -> list[Check]:
     """One check per run in the file."""
-    runs = read_runs(path)
+    runs = read_runs(path, memory_given=settings.kv_cache_memory is not None)
     given = {"tp": tp_given, "pp": pp_given, "kv_dtype": kv_dtype_given}
     checks = []
     for i, run in enumerate(runs):
@@ -113,7 +115,12 @@ def _check_run(resolved: Any, settings: Any, log: VllmLog, name: str, version_gi
     version, why_version = rules_version(log, version_given)
     rules, rules_note = R.rules_for(version)
     changes, notes = _settings_from_log(log, settings, version, given)
-    printed, from_error = _memory_printed(log)
+    printed, from_error = _memory_printed(log, settings.kv_cache_memory)
+    from_log = bool(log.available_gib) or from_error
+    lo, mid, hi = _memory_ends(printed, from_log)
+    if not from_log:
+        printed = f"{mid / GIB:.2f}"
+        notes.append("the log prints no available memory (releases before 0.9.1 do not): --kv-cache-memory is used")
     if Decimal(printed) <= 0 and log.max_model_len is None and settings.max_model_len is None:
         L = resolved.spec.max_model_len  # nothing to size: any length is refused
     else:
@@ -130,7 +137,6 @@ def _check_run(resolved: Any, settings: Any, log: VllmLog, name: str, version_gi
             f"the log reports {len(log.available_gib)} available memories ({', '.join(log.available_gib)} GiB): vLLM takes "
             "the smallest worker's block count, so the pool is computed from the smallest"
         )
-    lo, mid, hi = memory_range(printed)
 
     def pool(mem: int) -> PoolReport | None:
         return _pool(resolved, spec, settings, changes, mem) if mem > 0 else None
@@ -172,12 +178,29 @@ def _check_run(resolved: Any, settings: Any, log: VllmLog, name: str, version_gi
     return check
 
 
-def _memory_printed(log: VllmLog) -> tuple[str, bool]:
-    """The smallest printed available memory, else the refusal's (0.8.x logs print no Available line)."""
+def _memory_printed(log: VllmLog, given: str | None) -> tuple[str, bool]:
+    """The smallest printed available memory, else the refusal's (releases before 0.9.1 print no
+    Available line), else --kv-cache-memory in GiB (read as printed with 2 decimals)."""
     if log.available_gib:
         return min(log.available_gib, key=Decimal), False
-    assert log.error_memory_gib is not None  # read_runs refuses runs without either
-    return log.error_memory_gib, True
+    if log.error_memory_gib is not None:
+        return log.error_memory_gib, True
+    assert given is not None  # read_runs refuses runs without any
+    return str(given), False
+
+
+def _memory_ends(printed: str, from_log: bool) -> tuple[int, int, int]:
+    """(low, mid, high) bytes: a logged figure is known to +-0.005 GiB; --kv-cache-memory is
+    exact unless written as GiB with at most 2 decimals (copied from a log)."""
+    from kvcalc.core.units import parse_size
+
+    if from_log:
+        return memory_range(printed)
+    m = re.fullmatch(r"\s*(\d+(?:\.\d{1,2})?)\s*GiB\s*", printed)
+    if m:
+        return memory_range(m.group(1))
+    b = parse_size(printed, "--kv-cache-memory")
+    return b, b, b
 
 
 def _settings_from_log(log: VllmLog, settings: Any, version: str, given: dict[str, bool]) -> tuple[dict[str, Any], list[str]]:
@@ -185,6 +208,10 @@ def _settings_from_log(log: VllmLog, settings: Any, version: str, given: dict[st
     changes: dict[str, Any] = {"vllm_version": version}
     notes: list[str] = []
     names = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size", "kv_dtype": "kv_cache_dtype"}
+    if log.settings.get("max_num_batched_tokens") is None and settings.max_num_batched_tokens is None:
+        notes.append("max_num_batched_tokens is not in the log: kvcalc's default for an unknown GPU (2048) is used; "
+                     "sliding-window, chunked-local and cross-attention reservations depend on it "
+                     "(give --max-num-batched-tokens)")
     for key in ("tp", "pp", "kv_dtype", "max_num_batched_tokens", "block_size", "dtype", "num_gpu_blocks_override"):
         value = log.settings.get(key)
         if value is None or value == "auto" or given.get(key) or (key not in given and getattr(settings, key) is not None):

@@ -51,6 +51,7 @@ VERSION = [
     re.compile(r"LLM engine \(v" + _REL + r"\)"),
     re.compile(r"(?:API server version|█\s*version)\s+v?" + _REL),
     re.compile(r"\bvllm[-_ ]?v?" + _REL, re.IGNORECASE),
+    re.compile(r"vllm-openai:v?" + _REL),  # the docker image tag
     re.compile(r"^\s*v?" + _REL + r"\s*$"),  # `vllm --version` output
 ]
 ARGS = re.compile(r"non-default args:\s*(\{.*)")
@@ -66,6 +67,7 @@ KEYS = {  # setting -> (key in args/config lines, CLI flags)
     "num_gpu_blocks_override": ("num_gpu_blocks_override", ("--num-gpu-blocks-override",)),
 }
 INTS = {"tp", "pp", "max_num_batched_tokens", "block_size", "max_model_len", "num_gpu_blocks_override"}
+USING_LEN = re.compile(r"Using max model len (\d+)")
 PARTITION = re.compile(r"VLLM_PP_LAYER_PARTITION=['\"]?([\d,]+)")
 _RUN_START = re.compile(r"non-default args:|vLLM API server version|LLM engine \(v|^\s*\$?\s*vllm serve\b")
 
@@ -255,6 +257,9 @@ def _line(log: VllmLog, line: str) -> bool:
                 log.version = v.group(1)
                 break
     _settings(line, log.settings)
+    u = USING_LEN.search(line)
+    if u:
+        log.settings.setdefault("max_model_len", int(u.group(1)))
     p = PARTITION.search(line)
     if p and log.pp_layers is None:
         log.pp_layers = p.group(1)
