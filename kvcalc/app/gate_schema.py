@@ -304,12 +304,12 @@ def _normalize_key(key: Any) -> str | None:
 
 def _check_mapping(
     data: dict, where: str, lines: dict[str, int], fallback_line: int | None, *, allow_name: bool
-) -> tuple[dict[str, Any], dict[str, int], list[Problem]]:
+) -> tuple[dict[str, Any], dict[str, int | None], list[Problem]]:
     """Normalize keys and values of one mapping (defaults or a deployment)."""
     keys = set(deployment_keys())
     known = sorted(keys) + list(ALIASES)
     values: dict[str, Any] = {}
-    key_lines: dict[str, int] = {}
+    key_lines: dict[str, int | None] = {}
     origin: dict[str, str] = {}
     problems: list[Problem] = []
     for raw, value in data.items():
@@ -352,7 +352,7 @@ def validate(data: Any, lines: dict, path: str) -> GateFile:
     """Plain data from the YAML -> deployments; GateFileError lists every problem at once."""
     items, defaults_data, problems = _top_level(data, lines, path)
     defaults: dict[str, Any] = {}
-    default_lines: dict[str, int] = {}
+    default_lines: dict[str, int | None] = {}
     d_start, d_keys = lines.get("defaults", (None, {}))
     if not isinstance(defaults_data, dict):
         problems.append(Problem(f"defaults: must be a mapping of keys to values, got {_type_name(defaults_data)}", d_start))
@@ -410,7 +410,7 @@ def _top_level(data: Any, lines: dict, path: str) -> tuple[list, Any, list[Probl
 
 def _deployment(
     i: int, item: Any, start: int | None, keys: dict[str, int], defaults: dict[str, Any],
-    default_lines: dict[str, int], names: dict[str, int | None], problems: list[Problem],
+    default_lines: dict[str, int | None], names: dict[str, int | None], problems: list[Problem],
 ) -> Deployment | None:
     """One entry of the deployments list merged over the defaults; its problems go to ``problems``."""
     label = f"deployment #{i + 1}"
