@@ -328,3 +328,19 @@ def test_a_log_without_memory_takes_kv_cache_memory(tmp_path):
     assert result.exit_code == 0, result.stderr
     m = {r["what"]: r for r in json.loads(result.stdout)["checks"][0]["measurements"]}
     expect(m["GPU KV cache size"], lo * 16, hi * 16, lo * 16)
+
+
+@pytest.mark.parametrize("log", sorted(e for e in INDEX if INDEX[e]["vllm_version"]))
+def test_logs_are_dated_by_banner_or_logger_line(log):
+    # without --vllm-version the probe reads the banner, else the logger's line numbers
+    # (kv_cache_utils.py / gpu_worker.py, docs/vllm-releases.md section 6): the release INDEX.json
+    # names (inferred there by hand), or one of the same rule line
+    from kvcalc.core.vllm_rules import rules_for
+    from kvcalc.probe.vllm_log import rules_version
+    from kvcalc.probe.vllm_log_parse import parse_runs
+
+    for run in parse_runs((LOGS / log).read_text()):
+        if not run.has_figures:
+            continue
+        release, _why = rules_version(run, None)
+        assert rules_for(release)[0] == rules_for(INDEX[log]["vllm_version"])[0], (release, INDEX[log]["vllm_version"])

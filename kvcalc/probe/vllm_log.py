@@ -88,9 +88,16 @@ def rules_version(log: VllmLog, given: str | None) -> tuple[str, str]:
         try:
             _, why = R.rules_for(log.version)
         except KvcalcError:
-            pass
-        else:
-            return log.version, f"the log's banner: {why}"
+            return "0.20", (f"the log's vLLM {log.version} predates the V1 engine, whose rules kvcalc has; V0 sized the "
+                            "pool the same way (available // bytes per block): the 0.20 line's rules")
+        return log.version, f"the log's banner: {why}"
+    from kvcalc.probe.vllm_log_parse import FINGERPRINTS, WORKER_FINGERPRINTS
+
+    for line, table, where in ((log.fingerprint, FINGERPRINTS, "kv_cache_utils.py"),
+                               (log.worker_fingerprint, WORKER_FINGERPRINTS, "gpu_worker.py")):
+        if line in table:
+            return table[line], (f"no banner; the logger line {where}:{line} is vLLM {table[line]}'s "
+                                 "(docs/vllm-releases.md section 6; give --vllm-version to override)")
     if log.one_line:
         return "0.33", "no release in the log; one combined capacity line -> 0.33 rules (give --vllm-version)"
     return "0.20", "no release in the log; two capacity lines / V0 format -> the 0.20 line's rules (give --vllm-version)"

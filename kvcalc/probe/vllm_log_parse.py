@@ -67,6 +67,26 @@ KEYS = {  # setting -> (key in args/config lines, CLI flags)
     "num_gpu_blocks_override": ("num_gpu_blocks_override", ("--num-gpu-blocks-override",)),
 }
 INTS = {"tp", "pp", "max_num_batched_tokens", "block_size", "max_model_len", "num_gpu_blocks_override"}
+# the line of vLLM's "KV cache size" logger call in kv_cache_utils.py -> the release it was read in
+# (docs/vllm-releases.md section 6, fingerprints read in each wheel): dates a log without a banner
+SIZE_LINE = re.compile(r"kv_cache_utils\.py:(\d+)\][^\n]*KV cache size:")
+FINGERPRINTS = {
+    537: "0.8.0", 578: "0.8.3", 634: "0.8.4", 637: "0.9.0", 715: "0.9.1", 870: "0.9.1", 716: "0.9.2", 873: "0.9.2",
+    833: "0.10.0", 997: "0.10.0", 849: "0.10.1.1", 1013: "0.10.1.1", 864: "0.10.2", 1028: "0.10.2", 1087: "0.11.0",
+    1229: "0.11.1", 1286: "0.12.0", 1291: "0.13.0", 1305: "0.14.0", 1307: "0.15.1", 1314: "0.17.0", 1316: "0.18.0",
+    1319: "0.19.0", 1711: "0.20.0", 1708: "0.20.1", 1710: "0.21.0", 1733: "0.22.0", 1744: "0.23.0", 2146: "0.24.0",
+    2177: "0.26.0", 2235: "0.27.0", 1869: "0.28.0", 2032: "0.29.0", 2395: "0.30.0", 2464: "0.31.0", 2327: "0.32.0",
+    1147: "0.33.0",
+}
+# the "Available KV cache memory" call in gpu_worker.py (same section); 298 is 0.10.2 and 0.11.0
+# (same rules but for cross-attention), 440 all of 0.20.x (whose token figures differ): 440 left out
+AVAILABLE_LINE = re.compile(r"gpu_worker\.py:(\d+)\][^\n]*Available KV cache memory")
+WORKER_FINGERPRINTS = {
+    227: "0.9.1", 232: "0.9.2", 255: "0.10.0", 276: "0.10.1.1", 298: "0.11.0", 359: "0.12.0", 375: "0.13.0",
+    358: "0.14.0", 356: "0.15.1", 373: "0.16.0", 424: "0.17.0", 456: "0.18.0", 436: "0.19.0", 462: "0.21.0",
+    466: "0.22.0", 480: "0.23.0", 508: "0.24.0", 538: "0.25.0", 560: "0.26.0", 563: "0.27.0", 578: "0.28.0",
+    625: "0.29.0", 640: "0.30.0", 692: "0.31.0", 759: "0.32.0", 772: "0.33.0",
+}
 USING_LEN = re.compile(r"Using max model len (\d+)")
 PARTITION = re.compile(r"VLLM_PP_LAYER_PARTITION=['\"]?([\d,]+)")
 _RUN_START = re.compile(r"non-default args:|vLLM API server version|LLM engine \(v|^\s*\$?\s*vllm serve\b")
@@ -100,6 +120,8 @@ class VllmLog:
     needed_gib: str | None = None
     error_memory_gib: str | None = None
     fit_unit: str | None = None
+    fingerprint: int | None = None  # kv_cache_utils.py line of the "KV cache size" logger call
+    worker_fingerprint: int | None = None  # gpu_worker.py line of the "Available KV cache memory" call
     estimated_max_model_len: int | None = None
     lines: list[str] = field(default_factory=list)
 
@@ -257,6 +279,12 @@ def _line(log: VllmLog, line: str) -> bool:
                 log.version = v.group(1)
                 break
     _settings(line, log.settings)
+    fp = SIZE_LINE.search(line)
+    if fp and log.fingerprint is None:
+        log.fingerprint = int(fp.group(1))
+    wf = AVAILABLE_LINE.search(line)
+    if wf and log.worker_fingerprint is None:
+        log.worker_fingerprint = int(wf.group(1))
     u = USING_LEN.search(line)
     if u:
         log.settings.setdefault("max_model_len", int(u.group(1)))
