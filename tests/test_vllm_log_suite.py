@@ -344,3 +344,23 @@ def test_logs_are_dated_by_banner_or_logger_line(log):
             continue
         release, _why = rules_version(run, None)
         assert rules_for(release)[0] == rules_for(INDEX[log]["vllm_version"])[0], (release, INDEX[log]["vllm_version"])
+
+
+def test_before_0_11_1_each_worker_pair_is_read_with_its_own_memory(tmp_path):
+    # TP 2 on 0.10.2, workers with 31.83 and 31.79 GiB: each logs its own pair before the minimum
+    bpb = 28 * 16 * 2 * 256 * 2
+    (a, _), (b, _) = ((x // bpb for x in ends(g)) for g in ("31.83", "31.79"))
+    log = tmp_path / "tp2.log"
+    log.write_text(
+        "INFO [gpu_worker.py:298] Available KV cache memory: 31.83 GiB\n"
+        "INFO [gpu_worker.py:298] Available KV cache memory: 31.79 GiB\n"
+        f"INFO [kv_cache_utils.py:864] GPU KV cache size: {a * 16:,} tokens\n"
+        f"INFO [kv_cache_utils.py:868] Maximum concurrency for 16,384 tokens per request: {a / 1024:.2f}x\n"
+        f"INFO [kv_cache_utils.py:864] GPU KV cache size: {b * 16:,} tokens\n"
+        f"INFO [kv_cache_utils.py:868] Maximum concurrency for 16,384 tokens per request: {b / 1024:.2f}x\n"
+    )
+    result = CliRunner().invoke(APP, ["probe", "qwen2.5-7b", "--from-vllm-log", str(log), "--tp", "2", "--format", "json"])
+    assert result.exit_code == 0, result.stdout + result.stderr
+    check = json.loads(result.stdout)["checks"][0]
+    assert check["engine"].startswith("vLLM 0.10.2 rules (no banner; the logger line kv_cache_utils.py:864")
+    assert all(m["verdict"] in ("agree", "info") for m in check["measurements"])

@@ -154,7 +154,14 @@ def _check_run(resolved: Any, settings: Any, log: VllmLog, name: str, version_gi
         bpb = pools[1].bytes_per_block
         lo, mid, hi = lo + bpb, mid + bpb, hi + bpb
         pools = [pool(m) for m in (lo, mid, hi)]
-    rows = log_rows(log, rules, L, printed, pools, from_error)
+    others = []
+    if rules.log == R.LOG_PER_WORKER and len(log.pairs) > 1:  # each worker's pair reflects its own memory
+        for gib in sorted(set(log.available_gib) - {printed}, key=Decimal):
+            g_lo, _, g_hi = memory_range(gib)
+            p_lo, p_hi = pool(g_lo), pool(g_hi)
+            if p_lo is not None and p_hi is not None:
+                others.append((gib, p_lo, p_hi))
+    rows = log_rows(log, rules, L, printed, pools, from_error, others)
     check = Check("vllm-log", f"vLLM log {name}", f"vLLM {version} rules ({why_version})", rows)
     p_mid = pools[1]
     check.facts = LogFacts(

@@ -26,8 +26,11 @@ def _range(values: Sequence[int | float]) -> tuple[int | float, int | float]:
 
 
 def log_rows(
-    log: VllmLog, rules: R.RuleLine, L: int, printed: str, pools: Sequence[PoolReport | None], from_error: bool
+    log: VllmLog, rules: R.RuleLine, L: int, printed: str, pools: Sequence[PoolReport | None], from_error: bool,
+    other_memories: Sequence[tuple[str, PoolReport, PoolReport]] = (),
 ) -> list[Row]:
+    """``other_memories``: (printed GiB, pool at its low end, at its high end) for each other
+    worker memory the log shows; before 0.11.1 a worker's pair reflects its own memory."""
     p_lo, p_mid, p_hi = pools
     rows = [
         Row("available KV cache memory (GiB, the input)", float(printed), float(printed), unit="GiB", info=True,
@@ -41,14 +44,18 @@ def log_rows(
         rows.append(Row("GPU blocks (# GPU blocks)", p_mid.num_blocks, log.gpu_blocks, unit="blocks",
                         predicted_min=p_lo.num_blocks, predicted_max=p_hi.num_blocks,
                         note=f"available // bytes_per_block ({p_mid.bytes_per_block:,} B), null block included"))
-    rows.extend(_pair_rows(log, rules, L, p_lo, p_mid, p_hi))
+    rows.extend(_pair_rows(log, rules, L, p_lo, p_mid, p_hi, other_memories))
     rows.extend(_fit_rows(log, rules, p_lo, p_mid, p_hi))
     return rows
 
 
-def _pair_rows(log: VllmLog, rules: R.RuleLine, L: int, p_lo: PoolReport, p_mid: PoolReport, p_hi: PoolReport) -> list[Row]:
+def _pair_rows(
+    log: VllmLog, rules: R.RuleLine, L: int, p_lo: PoolReport, p_mid: PoolReport, p_hi: PoolReport,
+    other_memories: Sequence[tuple[str, PoolReport, PoolReport]],
+) -> list[Row]:
     """Each logged size/concurrency pair. Before 0.11.1 each worker logs its own pair before the
-    minimum over workers: a pair is then compared with the range over the workers' own figures."""
+    minimum over workers: a pair is then compared with the range over the workers' own figures,
+    at each worker memory the log shows (the log does not say which worker printed which pair)."""
     per_worker = rules.log == R.LOG_PER_WORKER and len(log.pairs) > 1
 
     def figures(p: PoolReport) -> tuple[list[int], list[float]]:
@@ -57,21 +64,32 @@ def _pair_rows(log: VllmLog, rules: R.RuleLine, L: int, p_lo: PoolReport, p_mid:
             return [w.kv_cache_size_tokens for w in ws], [w.max_concurrency for w in ws]
         return [p.kv_cache_size_tokens], [p.max_concurrency]
 
-    (t_lo, c_lo), (t_hi, c_hi) = figures(p_lo), figures(p_hi)
+    ends = [("", p_lo, p_hi), *(other_memories if per_worker else ())]
+    ranges = []  # (memory, tokens range, concurrency range printed)
+    for gib, lo, hi in ends:
+        (t_lo, c_lo), (t_hi, c_hi) = figures(lo), figures(hi)
+        ranges.append((gib, (min(t_lo), max(t_hi)), (float(f"{min(c_lo):.2f}"), float(f"{max(c_hi):.2f}"))))
     rows: list[Row] = []
     where = "each worker's own figure (logged before the minimum)" if per_worker else "the pool's figure"
     for i, pair in enumerate(log.pairs):
         tag = f" (line {i + 1} of {len(log.pairs)})" if len(log.pairs) > 1 else ""
         if pair.tokens is not None:
+            gib, t, _ = _pick(ranges, pair.tokens, 1)
             rows.append(Row("GPU KV cache size" + tag, p_mid.kv_cache_size_tokens, pair.tokens, unit="tokens",
-                            predicted_min=min(t_lo), predicted_max=max(t_hi),
-                            note=f"{rules.tokens} ({rules.label}); {where}"))
+                            predicted_min=t[0], predicted_max=t[1],
+                            note=f"{rules.tokens} ({rules.label}); {where}" + (f", at the {gib} GiB worker" if gib else "")))
         if pair.concurrency is not None and pair.max_model_len == L:
+            gib, _, c = _pick(ranges, pair.concurrency, 2)
             rows.append(Row(f"Maximum concurrency for {L:,} tokens" + tag, round(p_mid.max_concurrency, 4), pair.concurrency,
-                            unit="x", predicted_min=float(f"{min(c_lo):.2f}"), predicted_max=float(f"{max(c_hi):.2f}"),
+                            unit="x", predicted_min=c[0], predicted_max=c[1],
                             note=f"{rules.concurrency}: {p_mid.num_blocks} blocks, {p_mid.blocks_per_request} per request; "
-                                 "printed with 2 decimals"))
+                                 "printed with 2 decimals" + (f", at the {gib} GiB worker" if gib else "")))
     return rows
+
+
+def _pick(ranges: list, measured: float, k: int) -> tuple:
+    """The first worker memory whose range (element k) holds the figure, else the smallest memory's."""
+    return next((r for r in ranges if r[k][0] <= measured <= r[k][1]), ranges[0])
 
 
 def _failing(p: PoolReport) -> WorkerPlan:
