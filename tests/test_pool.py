@@ -146,7 +146,9 @@ def test_bad_pool_inputs(run):
         (("--gpu", "H100-80GB", "--gpu-memory-utilization", "0"), "--gpu-memory-utilization must be in (0, 1]"),
         (("--gpu", "H100-80GB", "--gpu-memory-utilization", "1.5"), "--gpu-memory-utilization must be in (0, 1]"),
         (("--gpu", "Z100"), "known: H100-80GB"),
-        (("--gpu", "H100-80GB", "--vllm-version", "0.10"), "valid: 0.33, 0.20"),
+        # issue 13: any release from 0.8.0 is accepted ("0.10" was refused with "valid: 0.33, 0.20")
+        (("--gpu", "H100-80GB", "--vllm-version", "0.7.3"), "predates vLLM's V1 engine"),
+        (("--gpu", "H100-80GB", "--vllm-version", "latest"), "is not a release string"),
         (("--gpu-memory", "lots"), "--gpu-memory must be a size"),
     ]:
         code, out, err = run("size", "qwen3-0.6b", *args)

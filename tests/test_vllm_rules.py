@@ -49,7 +49,9 @@ def test_releases_before_the_v1_engine_are_refused(text):
         ("0.19.1", "0.19.0–0.19.x"),
         ("0.20.0", "0.20.0"),
         ("0.20.2", "0.20.1–0.21.x"),
-        ("0.10.1.1", "0.9.2–0.10.x"),
+        ("0.10.1.1", "0.10.1–0.10.x"),  # 0.9.2 and 0.10.0 are lines of their own (chunked-local, mamba)
+        ("0.9.2", "0.9.2"),
+        ("0.10.0", "0.10.0"),
         ("0.15.1", "0.14.0–0.16.x"),
         ("0.8.5.post1", "0.8.5"),
         ("0.33.0", "0.33.0 and later"),
@@ -126,3 +128,42 @@ def test_the_lines_cover_every_release_once_and_in_order():
 def test_each_boundary_read_in_the_wheels(older, newer, field, before, after):
     assert getattr(R.rules_for(older)[0], field) == before
     assert getattr(R.rules_for(newer)[0], field) == after
+
+
+@pytest.mark.parametrize(
+    ("text", "label"),
+    [("0.20", "0.20.1–0.21.x"), ("0.8", "0.8.5"), ("0.33", "0.33.0 and later"), ("0.11", "0.11.1–0.11.x")],
+)
+def test_a_bare_minor_release_reads_as_its_newest_patch_level(text, label):
+    # "0.20" has always meant 0.20.2's rules in kvcalc: a bare X.Y is the newest X.Y.z kvcalc knows
+    line, why = R.rules_for(text)
+    assert line.label == label
+    assert why == f"vLLM {text} (read as {text}.x, its newest patch level): rules of {label}"
+
+
+def test_chunked_and_mamba_boundaries():
+    # ChunkedLocalAttentionSpec first appears in 0.10.0 (vllm==0.10.0: vllm/v1/kv_cache_interface.py:153);
+    # 0.10.1-0.13.0 switch the hybrid manager off when chunked-local layers exist (vllm==0.10.1:
+    # vllm/config/__init__.py:3675, default VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE "0").
+    assert R.rules_for("0.9.2")[0].chunked == R.CHUNKED_FULL
+    assert R.rules_for("0.10.0")[0].chunked == R.CHUNKED_HYBRID
+    assert R.rules_for("0.10.1.1")[0].chunked == R.CHUNKED_PROMOTED
+    assert R.rules_for("0.13.0")[0].chunked == R.CHUNKED_PROMOTED
+    assert R.rules_for("0.14.0")[0].chunked == R.CHUNKED_HYBRID
+    assert R.rules_for("0.9.2")[0].mamba_align == R.MAMBA_NONE
+    assert R.rules_for("0.10.0")[0].mamba_align == R.MAMBA_16
+    assert R.rules_for("0.20.0")[0].mamba_align == R.MAMBA_BLOCK
+    assert R.rules_for("0.27.0")[0].mamba_align == R.MAMBA_MLA128
+
+
+@pytest.mark.parametrize(
+    ("yaml_value", "release"),
+    [(0.2, "0.20"), (0.1, "0.10"), (0.3, "0.30"), (0.8, "0.8"), (0.9, "0.9"), (0.33, "0.33"), (0.15, "0.15"),
+     ("0.10.1.1", "0.10.1.1"), (" v0.22.0 ", "v0.22.0")],
+)
+def test_gate_files_take_any_release(yaml_value, release):
+    # YAML reads an unquoted 0.20 as the number 0.2: the gate key restores the release's spelling
+    from kvcalc.app.gate_schema import setting_value
+
+    assert setting_value("vllm_version", yaml_value) == release
+    R.rules_for(release)  # and the rules know it

@@ -73,16 +73,10 @@ def _sm(s: Settings, gpu_name: str | None) -> int:
     return find_gpu(s.gpu).sm
 
 
-def _rule_line(s: Settings, version: str) -> RuleLine:
-    """The release line of the budget: the release as given (``version`` is the pool rules' name)."""
-    try:
-        return rules_for(str(s.vllm_version))[0]
-    except PlanError:
-        return rules_for(version)[0]
-
-
 def _scheduler(
-    s: Settings, plan: ParallelPlan, total: int | None, gpu_name: str | None, version: str, max_model_len: int
+    s: Settings, plan: ParallelPlan, total: int | None, gpu_name: str | None, version: str, max_model_len: int,
+    rules: tuple[RuleLine, str],
+    encoder_decoder: bool = False,
 ) -> dict[str, Any]:
     """What the pool's inputs take from the scheduler: batched tokens, batches in flight, overrides."""
     if s.max_num_batched_tokens is not None:
@@ -90,8 +84,10 @@ def _scheduler(
             raise PlanError(f"{named('max_num_batched_tokens')} must be a positive integer, got {s.max_num_batched_tokens}")
         mnbt, mnbt_src = s.max_num_batched_tokens, "--max-num-batched-tokens"
     else:
-        mnbt, mnbt_src = default_max_num_batched_tokens(total, gpu_name, version, max_model_len)
-    mcb, mcb_src = max_concurrent_batches(plan.pp, version, s.max_concurrent_batches)
+        mnbt, mnbt_src = default_max_num_batched_tokens(
+            total, gpu_name, rules[0], max_model_len, chunked_prefill=not encoder_decoder
+        )
+    mcb, mcb_src = max_concurrent_batches(plan.pp, rules[0], s.max_concurrent_batches)
     override = s.num_gpu_blocks_override
     if override is not None and (isinstance(override, bool) or not isinstance(override, int) or override < 1):
         raise PlanError(f"{named('num_gpu_blocks_override')} must be a positive integer, got {override!r}")
@@ -106,6 +102,8 @@ def _scheduler(
         gpu_memory_bytes=total,
         num_gpu_blocks_override=override,
         disable_hybrid=bool(s.disable_hybrid_kv_cache_manager),
+        rules=rules[0],
+        rules_note=rules[1],
     )
 
 
@@ -232,16 +230,30 @@ def _ambiguous_gpu(asked: str | None) -> tuple[str, ...]:
     )
 
 
+def _kv_memory_per_stage(s: Settings, plan: ParallelPlan) -> tuple[int, ...] | None:
+    """--kv-cache-memory: one figure for every GPU, or one per PP stage ("12.13GiB,11.33GiB":
+    real PP logs show a different available memory on each stage)."""
+    if s.kv_cache_memory is None:
+        return None
+    parts = str(s.kv_cache_memory).split(",") if isinstance(s.kv_cache_memory, str) else [s.kv_cache_memory]
+    if len(parts) not in (1, plan.pp):
+        raise PlanError(
+            f"{named('kv_cache_memory')} gives {len(parts)} figures for {plan.pp} PP stage(s); give one, or one per stage"
+        )
+    sizes = tuple(parse_size(p.strip() if isinstance(p, str) else p, named("kv_cache_memory")) for p in parts)
+    if any(m <= 0 for m in sizes):
+        raise PlanError(f"{named('kv_cache_memory')} must be larger than 0")
+    return sizes * plan.pp if len(sizes) == 1 else sizes
+
+
 def _bypass(s: Settings, plan: ParallelPlan, total: int | None, common: dict[str, Any]) -> PoolInputs | None:
     """The pool's inputs when --kv-cache-memory or --num-gpu-blocks-override decide alone."""
-    kv_mem = _size(s.kv_cache_memory, named("kv_cache_memory"))
-    if kv_mem is not None:
-        if kv_mem <= 0:
-            raise PlanError(f"{named('kv_cache_memory')} must be larger than 0")
-        terms = tuple((BudgetTerm("KV cache memory per GPU", kv_mem, "--kv-cache-memory (budget bypassed)"),) for _ in range(plan.pp))
+    per_stage = _kv_memory_per_stage(s, plan)
+    if per_stage is not None:
+        terms = tuple((BudgetTerm("KV cache memory per GPU", m, "--kv-cache-memory (budget bypassed)"),) for m in per_stage)
         note = "--kv-cache-memory set: gpu_memory_utilization and the profiled terms are ignored, as vLLM does"
         return PoolInputs(
-            available_per_stage=(kv_mem,) * plan.pp, terms=terms, kv_cache_memory_given=True,
+            available_per_stage=per_stage, terms=terms, kv_cache_memory_given=True,
             notes=(*_ambiguous_gpu(s.gpu), note), **common,
         )
     if total is None:
@@ -260,11 +272,14 @@ def budget_inputs(
     max_model_len: int,
     version: str,
     checkpoint: dict | None,
+    rules: tuple[RuleLine, str] | None = None,
 ) -> PoolInputs:
+    if rules is None:
+        rules = rules_for(version)
     gpu_name, total, total_source = _gpu_total(s)
-    line = _rule_line(s, version)
+    line = rules[0]
     util, util_src = _utilization(s, line)
-    common = _scheduler(s, plan, total, gpu_name, version, max_model_len)
+    common = _scheduler(s, plan, total, gpu_name, version, max_model_len, rules, model.encoder_decoder)
     bypass = _bypass(s, plan, total, common)
     if bypass is not None:
         return bypass

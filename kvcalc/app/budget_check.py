@@ -44,9 +44,8 @@ def predict(
     from kvcalc.app import service
     from kvcalc.app.budget import budget_inputs
 
-    pool_rules = s.with_(vllm_version=_pool_line(s.vllm_version))
-    setup = service._setup(model, pool_rules)
-    inputs = budget_inputs(model, s, setup.plan, setup.cache, setup.max_model_len, setup.version, checkpoint)
+    setup = service._setup(model, s)
+    inputs = budget_inputs(model, s, setup.plan, setup.cache, setup.max_model_len, setup.version, checkpoint, setup.rules)
     if stage is None:
         stage = min(range(len(inputs.available_per_stage)), key=lambda i: inputs.available_per_stage[i])
     terms = {t.name: t for t in inputs.terms[stage]}
@@ -62,16 +61,6 @@ def predict(
         values["consumed"] = values["weights"] + values["non_torch"]
         srcs["consumed"] = "weights + non-torch (0.27+ measure both as one free-memory delta)"
     return values, srcs
-
-
-def _pool_line(version: str) -> str:
-    """The pool rules kvcalc's other code accepts ('0.33' or '0.20') nearest to a release."""
-    from kvcalc.core.vllm_rules import _pad, parse_release
-
-    try:
-        return "0.20" if _pad(parse_release(version)) < _pad((0, 21)) else "0.33"
-    except Exception:  # noqa: BLE001 - the budget reports a bad release itself
-        return "0.33"
 
 
 def compare(logged: dict[str, float], predicted: dict[str, int], sources: dict[str, str]) -> list[TermRow]:

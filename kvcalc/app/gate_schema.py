@@ -241,9 +241,12 @@ def setting_value(key: str, value: Any) -> Any:
         return value.strip()
     if kind == _VERSION:
         if isinstance(value, float) and not isinstance(value, bool):
-            return f"{value:.2f}"  # YAML reads 0.20 as the number 0.2
+            # YAML reads 0.20 as the number 0.2 and 0.10 as 0.1: a one-digit minor under 8 lost its
+            # trailing 0 (no release 0.1-0.7 has the V1 engine); 0.8, 0.9 and 0.33 stay as written
+            major, _, minor = repr(value).partition(".")
+            return f"{major}.{minor}0" if len(minor) == 1 and int(minor) < 8 else f"{major}.{minor}"
         if not isinstance(value, str) or not value.strip():
-            raise _Bad(f"must be a vLLM version like '0.33', got {_type_name(value)} {_show(value)}")
+            raise _Bad(f"must be a vLLM release like '0.33' or '0.10.1.1', got {_type_name(value)} {_show(value)}")
         return value.strip()
     if kind == _SIZE:
         _size(value, key)  # checked here so the message names the deployment; the pool parses it again

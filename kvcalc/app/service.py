@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.settings import DEFAULT_VLLM_VERSION, Settings
+from kvcalc.app.settings import Settings
 from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
 from kvcalc.core.record import record, replace
+from kvcalc.core.vllm_rules import RuleLine, rules_for
 from kvcalc.errors import KvcalcError, PlanError, named
 from kvcalc.words import plural
 
-VLLM_VERSIONS = (DEFAULT_VLLM_VERSION, "0.20")
 MAX_BATCH = 1_000_000
 
 
@@ -111,17 +111,29 @@ def model_dtype(model: ModelSpec, s: Settings) -> str:
 
 
 def check_version(s: Settings) -> str:
+    """The release string as given (any string vLLM prints: 0.10.1.1, v0.22.0, 0.26.1rc1.dev156+g...);
+    refused when it is not one or predates the V1 engine."""
     v = str(s.vllm_version).strip()
-    v = {"0.33.0": "0.33", "0.20.0": "0.20", "0.20.2": "0.20", "v0.33": "0.33", "v0.20": "0.20"}.get(v, v)
-    if v not in VLLM_VERSIONS:
-        raise PlanError(f"{named('vllm_version')} {s.vllm_version!r} has no rules in kvcalc; valid: {', '.join(VLLM_VERSIONS)}")
+    rules_for(v)
     return v
+
+
+def release_rules(s: Settings) -> tuple[RuleLine, str]:
+    """The rule line of --vllm-version and the sentence naming it ("vLLM 0.19.1: rules of 0.19.0–0.19.x")."""
+    return rules_for(str(s.vllm_version).strip())
 
 
 def cache_settings(model: ModelSpec, s: Settings, *, block_size: int) -> CacheSettings:
     mdt = model_dtype(model, s)
     kv = resolve_kv_dtype(s.kv_dtype, model, mdt)
     check_version(s)
+    rules, _ = release_rules(s)
+    if rules.float_kv_mismatch and kv.name in ("float16", "bfloat16") and str(s.kv_dtype).strip().lower() != "auto" and kv.name != mdt:
+        allowed = f"`auto` or `{mdt}`" if mdt in ("float16", "bfloat16") else "`auto`"
+        raise PlanError(
+            f"{named('kv_dtype')} {kv.name} with model dtype {mdt}: vLLM {rules.label} refuses it: "
+            f'kv_cache_dtype="{kv.name}" is incompatible with dtype="{mdt}". Please set `--kv-cache-dtype` to {allowed}.'
+        )
     return CacheSettings(
         kv_dtype=kv,
         block_size=block_size,
@@ -177,7 +189,8 @@ def check_settings(s: Settings) -> None:
         elif f.kind == UTIL and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1):
             raise PlanError(f"{named(name)} must be in (0, 1], got {v!r}")
         elif f.kind == SIZE:
-            parse_size(v, named(name))
+            for part in str(v).split(","):  # --kv-cache-memory: one figure per PP stage
+                parse_size(part.strip() if isinstance(v, str) else v, named(name))
         elif f.kind == INT_LIST:
             parse_int_list(v, named(name))
     if s.gpu is not None:
@@ -253,7 +266,7 @@ def _evaluate(model: ModelSpec, s: Settings, checkpoint: dict | None) -> SizeRes
                 from kvcalc.app.budget import budget_inputs
                 from kvcalc.core.pool import pool_report
 
-                inputs = budget_inputs(model, s, p, cache, mml, version, checkpoint)
+                inputs = budget_inputs(model, s, p, cache, mml, version, checkpoint, setup.rules)
                 pool = setup.pools[facts] = pool_report(model, p, cache, inputs)
             notes.extend(n for n in pool.notes if n not in notes)
     return SizeResult(model, s, fp, mml, version, pool, tuple(notes), checkpoint)
@@ -288,12 +301,13 @@ class _Setup:
     """What ``evaluate`` derives from a model and every setting but the traffic, and the
     pool for each checkpoint (budget_inputs reads its "bytes" and "source" only)."""
 
-    __slots__ = ("version", "max_model_len", "cache", "plan", "notes", "engine", "pools")
+    __slots__ = ("version", "rules", "max_model_len", "cache", "plan", "notes", "engine", "pools")
 
     def __init__(
-        self, version: str, mml: int, cache: CacheSettings, plan: ParallelPlan, notes: tuple[str, ...], engine: str
+        self, version: str, rules: tuple[RuleLine, str], mml: int, cache: CacheSettings, plan: ParallelPlan,
+        notes: tuple[str, ...], engine: str,
     ) -> None:
-        self.version, self.max_model_len, self.cache, self.plan, self.notes = version, mml, cache, plan, notes
+        self.version, self.rules, self.max_model_len, self.cache, self.plan, self.notes = version, rules, mml, cache, plan, notes
         self.engine = engine
         self.pools: dict[Any, Any] = {}
 
@@ -332,6 +346,7 @@ def _derive(model: ModelSpec, s: Settings) -> _Setup:
         engine = engine_of(s)
         if engine == "sglang":
             kv_dtype_name(s)
+    rules = release_rules(s)
     mml = max_model_len(model, s)
     bs = default_block_size(model, s) if engine == "vllm" or s.block_size is not None else 1  # SGLang: page_size 1
     cache = cache_settings(model, s, block_size=bs)
@@ -342,8 +357,8 @@ def _derive(model: ModelSpec, s: Settings) -> _Setup:
         from kvcalc.core.pool import engine_cache
 
         check_tp(model, p.tp)
-        cache, _, cache_notes = engine_cache(model, p, cache)
-    return _Setup(version, mml, cache, p, tuple(cache_notes), engine)
+        cache, _, cache_notes = engine_cache(model, p, cache, rules[0])
+    return _Setup(version, rules, mml, cache, p, tuple(cache_notes), engine)
 
 
 def settings_from_mapping(data: dict, *, where: str = "") -> Settings:

@@ -145,7 +145,7 @@ class Settings:
     vllm_version: str = setting(
         DEFAULT_VLLM_VERSION,
         "--vllm-version",
-        help=f"Engine rules: {DEFAULT_VLLM_VERSION} (current, default) | 0.20",
+        help=f"vLLM release whose rules apply, as vLLM prints it: 0.8.0 to {DEFAULT_VLLM_VERSION} (default), e.g. 0.10.1.1, v0.22.0",
         kind=VERSION,
         panel=ENGINE,
     )
@@ -187,7 +187,7 @@ class Settings:
     )
     kv_cache_memory: str | None = setting(
         None, "--kv-cache-memory", "--kv-cache-memory-bytes",
-        help="KV pool per GPU, bypassing the budget (SGLang: its K size + V size, or KV size for MLA)", kind=SIZE, panel=BUDGET,
+        help="KV pool per GPU, bypassing the budget; one per PP stage: 12.13GiB,11.33GiB (SGLang: its K size + V size, or KV size for MLA)", kind=SIZE, panel=BUDGET,
     )
     mem_fraction_static: float | None = setting(
         None, "--mem-fraction-static", help="SGLang: fraction of the free memory for weights + KV pool (default: SGLang's, by GPU)",

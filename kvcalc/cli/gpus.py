@@ -1,5 +1,7 @@
 """`kvcalc gpus`: the GPU catalog behind --gpu, with each memory figure's source."""
 
+from typing import Any
+
 import typer
 
 from kvcalc.cli import options as o
@@ -18,9 +20,9 @@ def gpus(format: o.Format = "table", units: o.Units = "iec") -> None:
 
     fmt = o.check_format(format)
     u = o.check_units(units)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for g in CATALOG:
-        mnbt, _ = default_max_num_batched_tokens(g.memory_bytes, g.name, "0.33")
+        mnbt, _ = default_max_num_batched_tokens(g.memory_bytes, g.name)
         rows.append({"name": g.name, "aliases": list(g.aliases), "memory_bytes": g.memory_bytes,
                      "default_max_num_batched_tokens": mnbt, "cuda_total": g.cuda, "source": g.source})
     doc = Document("GPU catalog")

@@ -37,7 +37,8 @@ ProbePp = Annotated[Optional[int], typer.Option("--pp", "--pipeline-parallel-siz
 ProbeKvDtype = Annotated[Optional[str], typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto | bfloat16 | float16 | fp8 | ...")]
 ProbeVersion = Annotated[
     Optional[str],
-    typer.Option("--vllm-version", help="Engine rules: 0.33 | 0.20 (with --from-vllm-log: inferred from the log if not given)"),
+    typer.Option("--vllm-version", help="vLLM release whose rules apply, as vLLM prints it (0.10.1.1, v0.22.0, 0.33); "
+                 "with --from-vllm-log: the log's banner if not given"),
 ]
 
 
@@ -105,7 +106,7 @@ def probe(
         from kvcalc.probe.vllm_log import probe_log
 
         with o.status("probe: reading the vLLM log"):
-            report.checks.append(
+            report.checks.extend(
                 probe_log(resolved, settings, from_vllm_log, vllm_version_given=vllm_version, tp_given=tp is not None,
                           pp_given=pp is not None, kv_dtype_given=kv_dtype is not None)
             )

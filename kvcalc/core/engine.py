@@ -1,4 +1,4 @@
-"""vLLM engine defaults that move KV numbers, per release line (0.33 current, 0.20 older).
+"""vLLM engine defaults that move KV numbers, per release line (the ``RuleLine`` of the release).
 
 Sources (vLLM 0.33.0 wheel): ``engine/arg_utils.py:get_batch_defaults``,
 ``config/vllm.py`` (max_in_flight_tokens, max_concurrent_batches), the attention
@@ -7,6 +7,7 @@ backends' supported kernel block sizes (``v1/attention/backends/*``).
 
 from __future__ import annotations
 
+from kvcalc.core import vllm_rules as R
 from kvcalc.core.model import ModelSpec
 from kvcalc.errors import PlanError, named
 
@@ -38,32 +39,55 @@ def backend_block_size(name: str, model: ModelSpec) -> int:
     return size
 
 
+def _batch_tier(gpu_memory_bytes: int, gpu_name: str | None, rules: R.RuleLine) -> tuple[int, int, str]:
+    """(max_num_batched_tokens, max_num_seqs, why) of `vllm serve` on this GPU under the
+    release's table (docs/vllm-releases.md section 8; vllm==0.8.0: engine/arg_utils.py:1693-1715,
+    0.8.4: :1669-1682, 0.8.5: :1596-1609, 0.9.0: :1495, 0.28.0: :2582-2590, 0.33.0: :2983-2987)."""
+    name = (gpu_name or "").lower()
+    table = rules.batch_defaults
+    if table in (R.BATCH_BY_NAME, R.BATCH_BY_NAME_SEQS):
+        if "h100" in name or "h200" in name:
+            return 8192, 1024, f"vLLM {rules.label} serve default on H100/H200 (by GPU name)"
+        return 2048, (1024 if table == R.BATCH_BY_NAME else 256), f"vLLM {rules.label} serve default on GPUs other than H100/H200"
+    if table in (R.BATCH_160GIB, R.BATCH_160GIB_NO_GB10) and gpu_memory_bytes >= 160 * GIB:
+        return 16384, 1024, f"vLLM {rules.label} serve default for GPUs of >= 160 GiB"
+    excluded = () if table == R.BATCH_70GIB else ("a100", "gb10") if table == R.BATCH_160GIB_NO_GB10 else ("a100",)
+    if gpu_memory_bytes >= 70 * GIB and not any(x in name for x in excluded):
+        other = f" other than {'/'.join(x.upper() for x in excluded)}" if excluded else ""
+        return 8192, 1024, f"vLLM {rules.label} serve default for GPUs of >= 70 GiB{other}"
+    return 2048, 256, f"vLLM {rules.label} serve default for the smaller GPUs"
+
+
 def default_max_num_batched_tokens(
-    gpu_memory_bytes: int | None, gpu_name: str | None, version: str, max_model_len: int | None = None
+    gpu_memory_bytes: int | None,
+    gpu_name: str | None,
+    rules: R.RuleLine = R.CURRENT,
+    max_model_len: int | None = None,
+    chunked_prefill: bool = True,
 ) -> tuple[int, str]:
     """`vllm serve`'s default scheduler token budget for the device (get_batch_defaults),
-    capped at max_num_seqs x max_model_len as the engine args do for default settings."""
+    capped at max_num_seqs x max_model_len as the engine args do for default settings;
+    without chunked prefill (encoder-decoder models) at least max_model_len
+    (vllm==0.33.0: vllm/engine/arg_utils.py:3190-3199)."""
     if gpu_memory_bytes is None:
         tokens, seqs, why = 2048, 256, "vLLM serve default for an unknown GPU (2048); pass --gpu or --max-num-batched-tokens"
     else:
-        name = (gpu_name or "").lower()
-        if version == "0.33" and gpu_memory_bytes >= 160 * GIB:
-            tokens, seqs, why = 16384, 1024, "vLLM 0.33 serve default for GPUs of >= 160 GiB"
-        elif gpu_memory_bytes >= 70 * GIB and "a100" not in name:
-            tokens, seqs, why = 8192, 1024, "vLLM serve default for GPUs of >= 70 GiB other than A100"
-        else:
-            tokens, seqs, why = 2048, 256, "vLLM serve default for A100 and GPUs under 70 GiB"
+        tokens, seqs, why = _batch_tier(gpu_memory_bytes, gpu_name, rules)
+    if max_model_len is not None and not chunked_prefill and max_model_len > tokens:
+        return max_model_len, f"{why}, raised to max_model_len {max_model_len} (no chunked prefill)"
     if max_model_len is not None and seqs * max_model_len < tokens:
         return seqs * max_model_len, f"{why}, capped at max_num_seqs {seqs} x max_model_len {max_model_len}"
     return tokens, why
 
 
-def max_concurrent_batches(pp: int, version: str, override: int | None) -> tuple[int, str]:
-    """Batches in flight: 0.33 async scheduling with model runner V2 keeps pp + 1."""
+def max_concurrent_batches(pp: int, rules: R.RuleLine, override: int | None) -> tuple[int, str]:
+    """Batches in flight the sliding-window reservation counts: from 0.26.0 async scheduling with
+    model runner V2 keeps pp + 1 (vllm==0.26.0: vllm/config/vllm.py:512-521); before, one batch
+    of max_num_batched_tokens (vllm==0.25.1: vllm/v1/kv_cache_interface.py:561)."""
     if override is not None:
         if override < 1:
             raise PlanError(f"{named('max_concurrent_batches')} must be a positive integer, got {override}")
         return override, "--max-concurrent-batches"
-    if version == "0.20":
-        return 1, "vLLM 0.20 reserves max_num_batched_tokens (no concurrency factor)"
-    return pp + 1, "vLLM 0.33 default: async scheduling + model runner V2 -> pp + 1"
+    if not rules.in_flight_batches:
+        return 1, f"vLLM {rules.label} reserves max_num_batched_tokens (no concurrency factor)"
+    return pp + 1, f"vLLM {rules.label} default: async scheduling + model runner V2 -> pp + 1"

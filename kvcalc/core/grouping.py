@@ -51,29 +51,29 @@ def _promote_local(specs: list[CacheSpec]) -> list[CacheSpec]:
     kinds = {s.kind for s in specs}
     if len(kinds) == 1:
         return specs
-    if "mamba" in kinds:
+    if "cross" in kinds or "mamba" in kinds:  # vllm==0.33.0: vllm/v1/core/kv_cache_planning.py:810-814
+        what = "cross-attention" if "cross" in kinds else "mamba"
         raise PlanError(
-            f"{named('disable_hybrid_kv_cache_manager')} cannot unify mamba and attention layers (vLLM raises); drop the flag"
+            f"{named('disable_hybrid_kv_cache_manager')}: vLLM cannot allocate {what} and attention layers as one type "
+            "and raises 'Failed to promote local KV cache specs to one unified type.'; drop the flag"
         )
     if "full" not in kinds:
         raise PlanError(f"{named('disable_hybrid_kv_cache_manager')} needs full-attention layers to unify with; drop the flag")
-    out: list[CacheSpec] = []
-    for s in specs:
-        if isinstance(s, (SlidingWindowSpec, ChunkedLocalSpec)):
-            out.append(
-                AttentionSpec(
-                    block_size=s.block_size,
-                    num_kv_heads=s.num_kv_heads,
-                    head_size=s.head_size,
-                    head_size_v=s.head_size_v,
-                    dtype_bytes=s.dtype_bytes,
-                    scale_bytes_per_head=s.scale_bytes_per_head,
-                    token_bytes_override=s.token_bytes_override,
-                )
-            )
-        else:
-            out.append(s)
-    return out
+    return [as_full(s) if isinstance(s, (SlidingWindowSpec, ChunkedLocalSpec)) else s for s in specs]
+
+
+def as_full(s: CacheSpec) -> CacheSpec:
+    """A sliding-window or chunked-local layer allocated as full attention."""
+    assert isinstance(s, AttentionSpec)
+    return AttentionSpec(
+        block_size=s.block_size,
+        num_kv_heads=s.num_kv_heads,
+        head_size=s.head_size,
+        head_size_v=s.head_size_v,
+        dtype_bytes=s.dtype_bytes,
+        scale_bytes_per_head=s.scale_bytes_per_head,
+        token_bytes_override=s.token_bytes_override,
+    )
 
 
 def _unify_page_size(specs: list[CacheSpec]) -> list[CacheSpec]:
@@ -98,10 +98,15 @@ def _unify_page_size(specs: list[CacheSpec]) -> list[CacheSpec]:
     return out
 
 
-def group_layers(specs: list[CacheSpec], *, disable_hybrid: bool = False) -> tuple[list[Group], list[CacheSpec], str]:
+def group_layers(
+    specs: list[CacheSpec], *, disable_hybrid: bool = False, ratio: int = 150
+) -> tuple[list[Group], list[CacheSpec], str]:
     """vLLM ``get_kv_cache_groups`` on the whole model's layers (all PP stages merged).
 
     Returns the groups, the (possibly unified) per-layer specs, and the rule that applied.
+    ``ratio`` (hundredths, ``RuleLine.group_ratio``): layers per group is the largest type's
+    count when it is under ratio x the smallest's, else the smallest's; 0: always the smallest
+    (0.9.1-0.11.x), 125 (0.12.0-0.17.x), 150 (0.18.0-).
     """
     if disable_hybrid:
         specs = _promote_local(specs)
@@ -122,7 +127,7 @@ def group_layers(specs: list[CacheSpec], *, disable_hybrid: bool = False) -> tup
         buckets.setdefault(s, []).append(i)
     sizes = [len(v) for v in buckets.values()]
     group_size = min(sizes)
-    if max(sizes) < group_size * 1.5:
+    if max(sizes) * 100 < group_size * ratio:
         group_size = max(sizes)
     groups: list[Group] = []
     for spec, layers in buckets.items():

@@ -213,6 +213,10 @@ class CrossAttentionSpec(AttentionSpec):
     ``CrossAttentionSpec``)."""
 
     encoder_tokens: int = 0
+    # what vLLM's planner reserves per request: max_num_encoder_input_tokens
+    # (= max_num_batched_tokens) from 0.11.0 (vllm==0.11.0: vllm/v1/kv_cache_interface.py:256-262;
+    # vllm==0.33.0: :1224-1228); 0: the encoder length (vllm==0.10.2: :230-235)
+    planned_tokens: int = 0
 
     kind = "cross"
 
@@ -221,7 +225,7 @@ class CrossAttentionSpec(AttentionSpec):
         return 0  # the encoder's positions, not the decoder's tokens
 
     def max_memory_usage_bytes(self, max_model_len: int, in_flight_tokens: int) -> int:
-        return cdiv(self.encoder_tokens, self.block_size) * self.page_size_bytes
+        return cdiv(self.planned_tokens or self.encoder_tokens, self.block_size) * self.page_size_bytes
 
     def held_tokens(self, tokens: int) -> int:
         return self.encoder_tokens if tokens else 0

@@ -63,6 +63,17 @@ SAMPLER_NATIVE = "native sort (FlashInfer opt-in)"  # 0.12.0-0.16.x (vllm==0.12.
 SAMPLER_TRITON = "Triton top-k/top-p, in place"  # 0.17.0- V1 runner (vllm==0.20.0: ops/topk_topp_sampler.py:251)
 SAMPLER_V2 = "model runner V2: fp32 copy + fused Gumbel"  # V2 runner default on CUDA (vllm==0.33.0: v1/worker/gpu/sample/sampler.py:242)
 
+# chunked-local attention layers (Llama 4)
+CHUNKED_FULL = "no chunked-local spec: the layers are full attention"  # 0.8.0-0.9.2 (absent in vllm==0.9.2 kv_cache_interface.py)
+CHUNKED_HYBRID = "chunked-local groups of the hybrid manager"  # 0.10.0, 0.14.0- (vllm==0.10.0: kv_cache_interface.py:153-165)
+CHUNKED_PROMOTED = "chunked-local layers promoted to full (hybrid manager off)"  # 0.10.1-0.13.0 (vllm==0.10.1: config/__init__.py:3675)
+
+# attention block size of attention + mamba hybrids (docs/vllm-releases.md section 7)
+MAMBA_NONE = "no V1 mamba support"  # 0.8.0-0.9.2
+MAMBA_16 = "16 x cdiv(mamba page, 16 x attention bytes per token)"  # 0.10.0-0.19.x (vllm==0.10.0: models/config.py:270)
+MAMBA_BLOCK = "align = max(16, block size); align x cdiv(...)"  # 0.20.0-0.26.x (vllm==0.20.0: platforms/interface.py:502-605)
+MAMBA_MLA128 = MAMBA_BLOCK + "; MLA hybrids align >= 128"  # 0.27.0- (vllm==0.27.0: platforms/interface.py:888)
+
 
 @record
 class RuleLine:
@@ -91,6 +102,14 @@ class RuleLine:
     fit_whose: str  # "models's" (-0.21.x) or "model's" (0.22.0-)
     docs_url: bool  # the conserving-memory docs link (0.13.0-)
     cpu_clause: bool  # "(which also controls CPU memory on the CPU backend)" (0.22.0-)
+    chunked: str = CHUNKED_HYBRID
+    mamba_align: str = MAMBA_MLA128
+    # refuses --kv-cache-dtype float16/bfloat16 differing from a float model dtype
+    # (vllm==0.33.0: vllm/config/vllm.py:1492-1508, called at :1540; absent in vllm==0.32.0)
+    float_kv_mismatch: bool = True
+    # cross-attention reserves max_num_encoder_input_tokens (= max_num_batched_tokens) per request,
+    # not the encoder length (vllm==0.11.0: vllm/v1/kv_cache_interface.py:256-262; vllm==0.10.2: :230-235)
+    cross_from_batch: bool = True
     # --- the memory budget (issue 14; docs/vllm-budget.md cites each rule) ---
     # top-k/top-p path of the profile run's dummy sampler over max_num_seqs x vocab logits,
     # and its peak bytes per element with a bf16 model (docs/vllm-budget.md section 3)
@@ -141,6 +160,10 @@ _BASE = dict(
     fit_whose="model's",
     docs_url=True,
     cpu_clause=True,
+    chunked=CHUNKED_HYBRID,
+    mamba_align=MAMBA_MLA128,
+    float_kv_mismatch=True,
+    cross_from_batch=True,
     sampler_path=SAMPLER_V2,
     sampler_bytes=10,
     cuda_context_charged=False,
@@ -155,27 +178,32 @@ def _line(first: Release, last: Release, **changes: object) -> RuleLine:
 
 
 # Newest first; each line states how it differs from the current one (0.33).
-_V0_22 = dict(batch_defaults=BATCH_160GIB, log=LOG_COMBINED)
+_V0_22 = dict(batch_defaults=BATCH_160GIB, log=LOG_COMBINED, float_kv_mismatch=False)
 # model runner V2 is the CUDA default from 0.29.0 (vllm==0.29.0: config/vllm.py:645-677); before, V1 for most models
 _V0_28 = dict(_V0_22, fit_check=FIT_GROUPS, sampler_path=SAMPLER_TRITON, sampler_bytes=14)
 _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BATCH_70GIB_NO_A100)
 # "total consumed" (free-memory delta) from 0.27.0 (vllm==0.27.0: utils/mem_utils.py); not in 0.26.0
-_V0_26 = dict(_V0_27, concurrency=CONC_POOLED, free_delta_accounting=False)
+_V0_26 = dict(_V0_27, concurrency=CONC_POOLED, mamba_align=MAMBA_BLOCK, free_delta_accounting=False)
 _V0_25 = dict(_V0_26, sliding=SW_BATCHED, in_flight_batches=False)
 _V0_21 = dict(_V0_25, fit_whose="models's", cpu_clause=False)
 _V0_20 = dict(_V0_21, tokens=TOKENS_PER_GROUP_MIN_BS)
-_V0_19 = dict(_V0_20, default_utilization=0.9, cudagraphs_subtracted=False)
+_V0_19 = dict(_V0_20, default_utilization=0.9, cudagraphs_subtracted=False, mamba_align=MAMBA_16)
 _V0_18 = dict(_V0_19, fit_check=FIT_FIRST_GROUP)
 _V0_17 = dict(_V0_18, group_ratio=125)
 _V0_16 = dict(_V0_17, fit_check=FIT_WHOLE_MODEL, sampler_path=SAMPLER_NATIVE, sampler_bytes=38)
-_V0_13 = dict(_V0_17, fit_check=FIT_WORKER, request_ceil=False, gib_round=False, sampler_path=SAMPLER_NATIVE, sampler_bytes=38)
+_V0_13 = dict(
+    _V0_17, fit_check=FIT_WORKER, request_ceil=False, gib_round=False, chunked=CHUNKED_PROMOTED,
+    sampler_path=SAMPLER_NATIVE, sampler_bytes=38,
+)
 _V0_12 = dict(_V0_13, docs_url=False)
 _V0_11_2 = dict(_V0_12, group_ratio=0, sampler_path=SAMPLER_NATIVE_OR_FI)
 _V0_11_0 = dict(_V0_11_2, log=LOG_PER_WORKER)
-_V0_10 = dict(_V0_11_0, tokens=TOKENS_PER_GROUP)
-_V0_9_1 = dict(_V0_10, override_applied=False)
+_V0_10 = dict(_V0_11_0, tokens=TOKENS_PER_GROUP, cross_from_batch=False)
+_V0_10_0 = dict(_V0_10, chunked=CHUNKED_HYBRID)
+_V0_9_2 = dict(_V0_10, chunked=CHUNKED_FULL, mamba_align=MAMBA_NONE)
+_V0_9_1 = dict(_V0_9_2, override_applied=False)
 _V0_9_0 = dict(
-    _V0_10, tokens=TOKENS_BLOCKS, concurrency=CONC_TOKENS, hybrid_groups=False, fit_estimate="blank"
+    _V0_9_2, tokens=TOKENS_BLOCKS, concurrency=CONC_TOKENS, hybrid_groups=False, fit_estimate="blank"
 )
 _V0_8_5 = dict(_V0_9_0, batch_defaults=BATCH_70GIB, cuda_context_charged=True)
 _V0_8_4 = dict(_V0_8_5, batch_defaults=BATCH_BY_NAME_SEQS)
@@ -185,7 +213,7 @@ _V0_8_1 = dict(_V0_8_2, fit_check=FIT_MIN_ALL)
 
 LINES: tuple[RuleLine, ...] = (
     _line((0, 33, 0), OPEN),
-    _line((0, 30, 0), (0, 32, 99), batch_defaults=BATCH_160GIB),
+    _line((0, 30, 0), (0, 32, 99), batch_defaults=BATCH_160GIB, float_kv_mismatch=False),
     _line((0, 29, 0), (0, 29, 99), **_V0_22),
     _line((0, 28, 0), (0, 28, 99), **_V0_28),
     _line((0, 27, 0), (0, 27, 99), **_V0_27),
@@ -201,7 +229,9 @@ LINES: tuple[RuleLine, ...] = (
     _line((0, 12, 0), (0, 12, 99), **_V0_12),
     _line((0, 11, 1), (0, 11, 99), **_V0_11_2),
     _line((0, 11, 0), (0, 11, 0, 99), **_V0_11_0),
-    _line((0, 9, 2), (0, 10, 99), **_V0_10),
+    _line((0, 10, 1), (0, 10, 99), **_V0_10),
+    _line((0, 10, 0), (0, 10, 0, 99), **_V0_10_0),
+    _line((0, 9, 2), (0, 9, 2, 99), **_V0_9_2),
     _line((0, 9, 1), (0, 9, 1, 99), **_V0_9_1),
     _line((0, 9, 0), (0, 9, 0, 99), **_V0_9_0),
     _line((0, 8, 5), (0, 8, 5, 99), **_V0_8_5),
@@ -238,17 +268,22 @@ def rules_for(text: str) -> tuple[RuleLine, str]:
     """The rule line of a release and one sentence saying which line it follows."""
     release = parse_release(text)
     r = _pad(release)
+    minor_only = len(release) == 2
+    if minor_only:  # "0.20": the newest patch level of 0.20 kvcalc knows (0.20.x)
+        r = (*release, 99, 0)
     if r < _pad(OLDEST):
         raise PlanError(
             f"{named('vllm_version')} {text!r} predates vLLM's V1 engine; kvcalc has the rules of "
             f"{show(OLDEST)} and later (the V1 engine's KV cache)"
         )
-    for line in LINES:
-        if _pad(line.first) <= r <= _pad(line.last):
+    for line in LINES:  # newest first
+        if _pad(line.first) <= r:
             if line is CURRENT and r > _pad(NEWEST_READ):
                 return line, (
                     f"vLLM {show(release)}: newer than the newest release kvcalc was checked against "
                     f"({show(NEWEST_READ)}); rules of {line.label}"
                 )
+            if minor_only:
+                return line, f"vLLM {show(release)} (read as {show(release)}.x, its newest patch level): rules of {line.label}"
             return line, f"vLLM {show(release)}: rules of {line.label}"
     raise PlanError(f"{named('vllm_version')} {text!r}: no rule line covers it")  # pragma: no cover - lines are contiguous

@@ -90,14 +90,14 @@ def probe_engine(resolved: Any, settings: Any, *, engine: str) -> Check:
     cache_cfg = llm.llm_engine.vllm_config.cache_config
     block_size = cache_cfg.block_size
     available = _available(worker, kv_bytes, capture)
-    pool = _predicted_pool(resolved, settings, available, L, block_size)
+    pool = _predicted_pool(resolved, settings, available, L, block_size, _release(vllm.__version__))
     rows = _engine_rows(pool, cache_cfg.num_gpu_blocks, available, worker, capture, L)
-    check = Check("engine", f"vLLM {vllm.__version__} with dummy weights", f"vLLM {vllm.__version__} (0.33 rules)", rows)
+    check = Check("engine", f"vLLM {vllm.__version__} with dummy weights", f"vLLM {vllm.__version__} ({pool.inputs.rules_note})", rows)
     check.facts = EngineFacts(available_bytes=int(available), memory_given=bool(kv_bytes), max_model_len=L,
                               block_size=block_size, gpu=torch.cuda.get_device_name(0))
     check.explanation = [
-        "kvcalc's prediction takes the exact bytes vLLM's worker found available and applies vLLM 0.33's pool "
-        "rules (grouping, bytes per block, null block, concurrency)",
+        "kvcalc's prediction takes the exact bytes vLLM's worker found available and applies the pool rules of "
+        "the installed vLLM's release line (grouping, bytes per block, null block, concurrency)",
     ]
     check.details = {"log": [x for x in capture.lines if "KV cache" in x or "concurrency" in x]}
     del llm
@@ -161,11 +161,25 @@ def _available(worker: Any, kv_bytes: int | None, capture: _Capture) -> int:
     return available
 
 
-def _predicted_pool(resolved: Any, settings: Any, available: int, max_model_len: int, block_size: int) -> PoolReport:
+def _release(version: str) -> str:
+    """The installed vLLM's release if kvcalc can read it (a source build may print 0.1.dev...), else 0.33."""
+    from kvcalc.core.vllm_rules import rules_for
+    from kvcalc.errors import PlanError
+
+    try:
+        rules_for(version)
+    except PlanError:
+        return "0.33"
+    return version
+
+
+def _predicted_pool(
+    resolved: Any, settings: Any, available: int, max_model_len: int, block_size: int, release: str = "0.33"
+) -> PoolReport:
     from kvcalc.app.service import evaluate
 
     s = settings.with_(
-        kv_cache_memory=str(int(available)), max_model_len=max_model_len, block_size=block_size, vllm_version="0.33",
+        kv_cache_memory=str(int(available)), max_model_len=max_model_len, block_size=block_size, vllm_version=release,
         gpu=None, gpu_memory=None, gpu_memory_utilization=None,
     )
     pool = evaluate(resolved.spec, s, checkpoint=resolved.checkpoint).pool

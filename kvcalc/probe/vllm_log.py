@@ -1,156 +1,71 @@
-"""Check 4: the figures a vLLM start-up log reports, against kvcalc's pool for the same memory.
+"""Check 4: the figures a vLLM start-up log reports, against kvcalc's pool for the same memory,
+under the rules of the log's own release (``--vllm-version``, else the log's banner).
 
-Lines read (any prefix, any order):
-
-- V1 ``Available KV cache memory: 6.51 GiB`` (``gpu_worker.py``, one per worker);
-- V1 ``GPU KV cache size: 42,656 tokens`` and ``Maximum concurrency for 32,768 tokens per
-  request: 1.30x``: two lines up to the 0.20 line, one line joined by ", " in 0.33;
-- V0 ``# GPU blocks: 1478, # CPU blocks: 2048`` (also ``# cuda blocks``), with the memory from
-  ``Memory profiling results: ... kv_cache_size=2.89GiB`` or ``... the rest of the memory
-  reserved for KV Cache is 1.57GiB.``;
-- where present: the engine version and ``tensor_parallel_size`` / ``pipeline_parallel_size``
-  / ``kv_cache_dtype`` from the engine's config line (flags given on the command line win).
-
-vLLM prints the memory rounded to 0.01 GiB (``round(bytes / 2**30, 2)``), so the memory it
-had is only known to within +-0.005 GiB (about 5.4 MB). kvcalc computes its pool at both
-ends of that range, and a logged block count, token figure or concurrency agrees when it
-lies inside what the two ends give (the concurrency rounded to 2 decimals as printed).
+The log is read by ``kvcalc.probe.vllm_log_parse`` (run by run). vLLM prints the memory
+rounded to 0.01 GiB (``round(bytes / 2**30, 2)`` or ``%.2f``), so the memory it had is only
+known to within +-0.005 GiB (about 5.4 MB). kvcalc computes its pool at both ends of that
+range, and a logged figure agrees when it lies inside what the two ends give (the
+concurrency and GiB figures rounded to 2 decimals as printed). The receipt holds one row per
+logged figure: the memory (the input), num_gpu_blocks, each worker's size/concurrency pair
+(paired with that worker's memory before 0.11.1), the fit verdict, and the refusal's needed
+GiB, memory and estimated maximum length.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.app.probe_report import Check, LogFacts, Row
+from kvcalc.app.probe_report import Check, LogFacts
+from kvcalc.core import vllm_rules as R
 from kvcalc.errors import KvcalcError
+from kvcalc.probe.vllm_log_parse import VllmLog, parse_log, parse_runs
 
 if TYPE_CHECKING:
     from kvcalc.core.pool import PoolReport
 
+__all__ = ["memory_range", "parse_log", "probe_log", "read_runs", "rules_version"]
+
 GIB = 1 << 30
 HALF = Decimal("0.005")
 
-_NUM = r"(-?\d+(?:\.\d+)?)"
-AVAILABLE = [
-    re.compile(r"Available KV cache memory:\s*" + _NUM + r"\s*GiB"),
-    re.compile(r"kv_cache_size=" + _NUM + r"\s*GiB"),
-    re.compile(r"the rest of the memory reserved for KV Cache is\s*" + _NUM + r"\s*GiB"),
-]
-TOKENS = re.compile(r"KV cache size:\s*([\d,]+)\s*tokens")
-CONCURRENCY = re.compile(r"Maximum concurrency for\s*([\d,]+)\s*tokens per request:\s*(\d+(?:\.\d+)?)x")
-BLOCKS = re.compile(r"(?:GPU|cuda) blocks:\s*([\d,]+)", re.IGNORECASE)
-VERSION = [
-    re.compile(r"LLM engine \(v(\d+\.\d+(?:\.\d+)?)"),
-    re.compile(r"\bversion\s+(\d+\.\d+\.\d+)"),
-]
-TP = re.compile(r"tensor_parallel_size['\"]?\s*[=:]\s*(\d+)")
-PP = re.compile(r"pipeline_parallel_size['\"]?\s*[=:]\s*(\d+)")
-KV_DTYPE = re.compile(r"kv_cache_dtype['\"]?\s*[=:]\s*['\"]?([A-Za-z0-9_]+)")
-DOES_NOT_FIT = re.compile(
-    r"(larger than the maximum number of tokens that can be stored in KV cache"
-    r"|To serve at least one request with the model'?s'? max seq len"
-    r"|No available memory for the cache blocks)"
-)
 
-
-@dataclass
-class VllmLog:
-    available_gib: list[str] = field(default_factory=list)  # as printed
-    tokens: int | None = None
-    concurrency: float | None = None
-    concurrency_text: str | None = None
-    max_model_len: int | None = None
-    gpu_blocks: int | None = None
-    one_line: bool = False
-    version: str | None = None
-    tp: int | None = None
-    pp: int | None = None
-    kv_cache_dtype: str | None = None
-    does_not_fit: bool = False
-    lines: list[str] = field(default_factory=list)
-
-    @property
-    def format(self) -> str:
-        if self.one_line:
-            return "V1, one capacity line (0.33 and later)"
-        if self.tokens is not None or (self.concurrency is not None and self.gpu_blocks is None):
-            return "V1, two capacity lines (up to the 0.20 line)"
-        if self.gpu_blocks is not None:
-            return "V0 (# GPU blocks)"
-        return "unknown"
-
-
-def parse_log(text: str) -> VllmLog:
-    log = VllmLog()
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        hit = False
-        for rx in AVAILABLE:
-            m = rx.search(line)
-            if m:
-                log.available_gib.append(m.group(1))
-                hit = True
-        m = TOKENS.search(line)
-        if m and log.tokens is None:
-            log.tokens = int(m.group(1).replace(",", ""))
-            hit = True
-        c = CONCURRENCY.search(line)
-        if c and log.concurrency is None:
-            log.max_model_len = int(c.group(1).replace(",", ""))
-            log.concurrency_text = c.group(2)
-            log.concurrency = float(c.group(2))
-            log.one_line = bool(m)
-            hit = True
-        b = BLOCKS.search(line)
-        if b and log.gpu_blocks is None:
-            log.gpu_blocks = int(b.group(1).replace(",", ""))
-            hit = True
-        if DOES_NOT_FIT.search(line):
-            log.does_not_fit = True
-            hit = True
-        if log.version is None:
-            for rx in VERSION:
-                v = rx.search(line)
-                if v:
-                    log.version = v.group(1)
-                    break
-        for rx, attr in ((TP, "tp"), (PP, "pp")):
-            v = rx.search(line)
-            if v and getattr(log, attr) is None:
-                setattr(log, attr, int(v.group(1)))
-        v = KV_DTYPE.search(line)
-        if v and log.kv_cache_dtype is None:
-            log.kv_cache_dtype = v.group(1)
-        if hit:
-            log.lines.append(line.strip())
-    return log
-
-
-def read_log(path: str) -> VllmLog:
+def read_runs(path: str, memory_given: bool = False) -> list[VllmLog]:
+    """The runs of a log file that report something to compare; one-line errors otherwise."""
     p = Path(path).expanduser()
     try:
         text = p.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         raise KvcalcError(f"--from-vllm-log: no file {path!r}") from None
+    except IsADirectoryError:
+        raise KvcalcError(f"--from-vllm-log: {path!r} is a folder; give the log file") from None
     except OSError as exc:
         raise KvcalcError(f"--from-vllm-log: cannot read {path!r}: {exc.strerror or exc}") from None
-    log = parse_log(text)
-    if not log.available_gib:
+    if "\x00" in text[:4096]:
+        raise KvcalcError(f"--from-vllm-log {path}: a binary file, not a vLLM start-up log")
+    runs = [r for r in parse_runs(text) if r.has_figures]
+    if not runs:
         raise KvcalcError(
-            f"--from-vllm-log {path}: no 'Available KV cache memory: X GiB' (V1) nor 'kv_cache_size=XGiB' / "
-            "'reserved for KV Cache is XGiB' (V0) line found; paste the engine's start-up log"
+            f"--from-vllm-log {path}: no 'Available KV cache memory: X GiB', 'GPU KV cache size', 'Maximum concurrency "
+            "for', 'num_gpu_blocks' nor start-up refusal line found; paste the engine's start-up log"
         )
-    if log.tokens is None and log.concurrency is None and log.gpu_blocks is None:
-        raise KvcalcError(
-            f"--from-vllm-log {path}: no 'GPU KV cache size', 'Maximum concurrency for' nor '# GPU blocks' line "
-            "found: nothing to compare"
-        )
-    return log
+    for run in runs:
+        if not run.available_gib and run.error_memory_gib is None and not memory_given:
+            raise KvcalcError(
+                f"--from-vllm-log {path}: a run reports {_what(run)} but no 'Available KV cache memory: X GiB' (V1) nor "
+                "'kv_cache_size=XGiB' (V0) line (releases before 0.9.1 print none): kvcalc needs the memory the engine had; "
+                "paste the whole start-up log or give --kv-cache-memory"
+            )
+    return runs
+
+
+def _what(run: VllmLog) -> str:
+    if run.pairs:
+        return "'GPU KV cache size' / 'Maximum concurrency'"
+    return "'num_gpu_blocks'" if run.gpu_blocks is not None else "figures"
 
 
 def memory_range(gib_text: str) -> tuple[int, int, int]:
@@ -166,177 +81,205 @@ def memory_range(gib_text: str) -> tuple[int, int, int]:
 
 
 def rules_version(log: VllmLog, given: str | None) -> tuple[str, str]:
+    """The release whose rules apply, and why."""
     if given is not None:
         return given, f"--vllm-version {given}"
     if log.version:
-        parts = tuple(int(x) for x in log.version.split(".")[:2])
-        if parts >= (0, 33):
-            return "0.33", f"the log's vLLM {log.version} -> 0.33 rules"
-        return "0.20", f"the log's vLLM {log.version} predates 0.33 -> the 0.20-line rules (the oldest kvcalc has)"
+        try:
+            _, why = R.rules_for(log.version)
+        except KvcalcError:
+            return "0.20", (f"the log's vLLM {log.version} predates the V1 engine, whose rules kvcalc has; V0 sized the "
+                            "pool the same way (available // bytes per block): the 0.20 line's rules")
+        return log.version, f"the log's banner: {why}"
+    from kvcalc.probe.vllm_log_parse import FINGERPRINTS, WORKER_FINGERPRINTS
+
+    for line, table, where in ((log.fingerprint, FINGERPRINTS, "kv_cache_utils.py"),
+                               (log.worker_fingerprint, WORKER_FINGERPRINTS, "gpu_worker.py")):
+        if line in table:
+            return table[line], (f"no banner; the logger line {where}:{line} is vLLM {table[line]}'s "
+                                 "(docs/vllm-releases.md section 6; give --vllm-version to override)")
     if log.one_line:
-        return "0.33", "one combined capacity line -> 0.33 rules"
-    return "0.20", "two capacity lines / V0 format -> the 0.20-line rules (the oldest kvcalc has)"
+        return "0.33", "no release in the log; one combined capacity line -> 0.33 rules (give --vllm-version)"
+    return "0.20", "no release in the log; two capacity lines / V0 format -> the 0.20 line's rules (give --vllm-version)"
 
 
 def probe_log(resolved: Any, settings: Any, path: str, *, vllm_version_given: str | None,
-              tp_given: bool, pp_given: bool, kv_dtype_given: bool) -> Check:
-    log = read_log(path)
-    version, why_version = rules_version(log, vllm_version_given)
-    changes, notes = _settings_from_log(log, version, tp_given=tp_given, pp_given=pp_given,
-                                        kv_dtype_given=kv_dtype_given)
-    L = _max_model_len(log, settings.max_model_len)
-    changes["max_model_len"] = L
-    available = log.available_gib
-    printed = min(available, key=Decimal)
-    if len(set(available)) > 1:
-        notes.append(
-            f"the log reports {len(available)} different available memories ({', '.join(sorted(set(available), key=Decimal))} GiB): "
-            "vLLM takes the smallest worker's block count, so the smallest is used"
-        )
-    lo, mid, hi = memory_range(printed)
-    p_lo, p_mid, p_hi = (_pool(resolved, settings, changes, mem) for mem in (lo, mid, hi))
-    rows = _log_rows(log, version, L, p_lo, p_mid, p_hi)
-    from kvcalc.probe.budget_log import budget_rows  # the budget terms, term by term (issue 14)
+              tp_given: bool, pp_given: bool, kv_dtype_given: bool) -> list[Check]:
+    """One check per run in the file."""
+    runs = read_runs(path, memory_given=settings.kv_cache_memory is not None)
+    given = {"tp": tp_given, "pp": pp_given, "kv_dtype": kv_dtype_given}
+    checks = []
+    for i, run in enumerate(runs):
+        name = Path(path).name + (f" (run {i + 1} of {len(runs)})" if len(runs) > 1 else "")
+        checks.append(_check_run(resolved, settings, run, name, vllm_version_given, given))
+    if len(runs) == 1:  # the budget terms, term by term (info rows): one run's figures
+        from kvcalc.probe.budget_log import budget_rows
 
-    budget, budget_notes = budget_rows(resolved.spec, settings.with_(vllm_version=log.version or version), path, resolved.checkpoint)
-    rows.extend(budget)
-    notes.extend(budget_notes)
-    check = Check("vllm-log", f"vLLM log {Path(path).name}", f"vLLM {version} rules ({why_version})", rows)
+        version = runs[0].version or rules_version(runs[0], vllm_version_given)[0]
+        rows, notes = budget_rows(resolved.spec, settings.with_(vllm_version=version), path, resolved.checkpoint)
+        checks[0].rows.extend(rows)
+        checks[0].explanation.extend(notes)
+    return checks
+
+
+def _check_run(resolved: Any, settings: Any, log: VllmLog, name: str, version_given: str | None,
+               given: dict[str, bool]) -> Check:
+    from kvcalc.probe.vllm_log_rows import log_rows
+
+    version, why_version = rules_version(log, version_given)
+    rules, rules_note = R.rules_for(version)
+    changes, notes = _settings_from_log(log, settings, version, given)
+    printed, from_error = _memory_printed(log, settings.kv_cache_memory)
+    from_log = bool(log.available_gib) or from_error
+    lo, mid, hi = _memory_ends(printed, from_log)
+    if not from_log:
+        printed = f"{mid / GIB:.2f}"
+        notes.append("the log prints no available memory (releases before 0.9.1 do not): --kv-cache-memory is used")
+    if Decimal(printed) <= 0 and log.max_model_len is None and settings.max_model_len is None:
+        L = resolved.spec.max_model_len  # nothing to size: any length is refused
+    else:
+        L = _max_model_len(log, settings.max_model_len)
+    changes["max_model_len"] = L
+    spec = resolved.spec
+    if L > spec.max_model_len:  # the engine ran with it (a long-context checkpoint of this shape, or an override)
+        from kvcalc.core.record import replace
+
+        notes.append(f"the log's engine ran with max_model_len {L:,}, over {spec.name}'s {spec.max_model_len:,}: taken as given")
+        spec = replace(spec, max_model_len=L)
+    if len(set(log.available_gib)) > 1:
+        notes.append(
+            f"the log reports {len(log.available_gib)} available memories ({', '.join(log.available_gib)} GiB): vLLM takes "
+            "the smallest worker's block count, so the pool is computed from the smallest"
+        )
+
+    def pool(mem: int) -> PoolReport | None:
+        return _pool(resolved, spec, settings, changes, mem) if mem > 0 else None
+
+    pools = [pool(m) for m in (lo, mid, hi)]
+    if from_error and pools[1] is not None and rules.fit_check == R.FIT_NULL_BLOCK:
+        # the refusal prints available - one block (0.29.0-): add the block back
+        bpb = pools[1].bytes_per_block
+        lo, mid, hi = lo + bpb, mid + bpb, hi + bpb
+        pools = [pool(m) for m in (lo, mid, hi)]
+    others = []
+    if rules.log == R.LOG_PER_WORKER and len(log.pairs) > 1:  # each worker's pair reflects its own memory
+        for gib in sorted(set(log.available_gib) - {printed}, key=Decimal):
+            g_lo, _, g_hi = memory_range(gib)
+            p_lo, p_hi = pool(g_lo), pool(g_hi)
+            if p_lo is not None and p_hi is not None:
+                others.append((gib, p_lo, p_hi))
+    rows = log_rows(log, rules, L, printed, pools, from_error, others)
+    check = Check("vllm-log", f"vLLM log {name}", f"vLLM {version} rules ({why_version})", rows)
+    p_mid = pools[1]
     check.facts = LogFacts(
         log_format=log.format, vllm_version=log.version, printed_gib=printed, low_bytes=lo, high_bytes=hi,
-        max_model_len=L, block_size=p_mid.block_size, bytes_per_block=p_mid.bytes_per_block,
-        blocks_low=p_lo.num_blocks, blocks_high=p_hi.num_blocks,
+        max_model_len=L, block_size=p_mid.block_size if p_mid else 0, bytes_per_block=p_mid.bytes_per_block if p_mid else 0,
+        blocks_low=pools[0].num_blocks if pools[0] else 0, blocks_high=pools[2].num_blocks if pools[2] else 0,
     )
     check.explanation = [
+        rules_note,
         "vLLM prints the available memory rounded to 0.01 GiB: the bytes it had lie within +-0.005 GiB "
         "(+-5,368,709 B) of the printed value, so each prediction is the range the two ends give",
         *notes,
     ]
-    if (changes.get("tp") or settings.tp or 1) > 1:
+    if (changes.get("tp") or settings.tp or 1) > 1 and len(log.available_gib) < (changes.get("tp") or settings.tp or 1):
         check.explanation.append(
             "with TP > 1 every worker logs its own available memory and vLLM keeps the smallest block count; "
             "a log showing only one worker's line can report fewer blocks than that line implies"
         )
     check.details = {
         "lines": log.lines,
-        "rules": version,
-        "memory_bytes": {"low": lo, "printed": mid, "high": hi},
-        "pool_low": _pool_figures(p_lo),
-        "pool_high": _pool_figures(p_hi),
+        "rules": rules_note,
+        "rule_line": rules.label,
+        "settings_from_log": {k: v for k, v in changes.items() if k != "vllm_version"},
+        "memory_bytes": {"low": lo, "printed": mid, "high": hi, "from": "refusal" if from_error else "Available KV cache memory"},
+        "pool_low": _pool_figures(pools[0]),
+        "pool_high": _pool_figures(pools[2]),
     }
     return check
 
 
-def _settings_from_log(log: VllmLog, version: str, *, tp_given: bool, pp_given: bool,
-                       kv_dtype_given: bool) -> tuple[dict[str, Any], list[str]]:
+def _memory_printed(log: VllmLog, given: str | None) -> tuple[str, bool]:
+    """The smallest printed available memory, else the refusal's (releases before 0.9.1 print no
+    Available line), else --kv-cache-memory in GiB (read as printed with 2 decimals)."""
+    if log.available_gib:
+        return min(log.available_gib, key=Decimal), False
+    if log.error_memory_gib is not None:
+        return log.error_memory_gib, True
+    assert given is not None  # read_runs refuses runs without any
+    return str(given), False
+
+
+def _memory_ends(printed: str, from_log: bool) -> tuple[int, int, int]:
+    """(low, mid, high) bytes: a logged figure is known to +-0.005 GiB; --kv-cache-memory is
+    exact unless written as GiB with at most 2 decimals (copied from a log)."""
+    from kvcalc.core.units import parse_size
+
+    if from_log:
+        return memory_range(printed)
+    m = re.fullmatch(r"\s*(\d+(?:\.\d{1,2})?)\s*GiB\s*", printed)
+    if m:
+        return memory_range(m.group(1))
+    b = parse_size(printed, "--kv-cache-memory")
+    return b, b, b
+
+
+def _settings_from_log(log: VllmLog, settings: Any, version: str, given: dict[str, bool]) -> tuple[dict[str, Any], list[str]]:
     """The settings the log names (the flags given on the command line win), and notes."""
     changes: dict[str, Any] = {"vllm_version": version}
     notes: list[str] = []
-    if not tp_given and log.tp:
-        changes["tp"] = log.tp
-        notes.append(f"tensor_parallel_size {log.tp} read from the log")
-    if not pp_given and log.pp:
-        changes["pp"] = log.pp
-        notes.append(f"pipeline_parallel_size {log.pp} read from the log")
-    if not kv_dtype_given and log.kv_cache_dtype and log.kv_cache_dtype != "auto":
-        changes["kv_dtype"] = log.kv_cache_dtype
-        notes.append(f"kv_cache_dtype {log.kv_cache_dtype} read from the log")
+    names = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size", "kv_dtype": "kv_cache_dtype"}
+    if log.settings.get("max_num_batched_tokens") is None and settings.max_num_batched_tokens is None:
+        notes.append("max_num_batched_tokens is not in the log: kvcalc's default for an unknown GPU (2048) is used; "
+                     "sliding-window, chunked-local and cross-attention reservations depend on it "
+                     "(give --max-num-batched-tokens)")
+    for key in ("tp", "pp", "kv_dtype", "max_num_batched_tokens", "block_size", "dtype", "num_gpu_blocks_override"):
+        value = log.settings.get(key)
+        if value is None or value == "auto" or given.get(key) or (key not in given and getattr(settings, key) is not None):
+            continue
+        changes[key] = value
+        notes.append(f"{names.get(key, key)} {value} read from the log")
+    if log.pp_layers and settings.pp_layers is None:
+        changes["pp_layers"] = log.pp_layers
+        notes.append(f"VLLM_PP_LAYER_PARTITION {log.pp_layers} read from the log")
     return changes, notes
 
 
 def _max_model_len(log: VllmLog, given: int | None) -> int:
     L = given
-    if log.max_model_len is not None:
-        if L is not None and L != log.max_model_len:
+    logged = log.max_model_len or log.settings.get("max_model_len")
+    if logged is not None:
+        if L is not None and L != logged:
             raise KvcalcError(
-                f"--max-model-len {L} differs from the log's 'Maximum concurrency for {log.max_model_len:,} tokens'; "
-                "drop the flag or give the length the engine ran with"
+                f"--max-model-len {L} differs from the log's max_model_len {logged:,} ('Maximum concurrency for "
+                f"{logged:,} tokens'); drop the flag or give the length the engine ran with"
             )
-        L = log.max_model_len
+        L = logged
     if L is None:
         raise KvcalcError("--from-vllm-log: the log names no max_model_len ('Maximum concurrency for L tokens'); give --max-model-len")
     return L
 
 
-def _pool(resolved: Any, settings: Any, changes: dict[str, Any], mem: int) -> PoolReport:
+def _pool(resolved: Any, spec: Any, settings: Any, changes: dict[str, Any], mem: int) -> PoolReport:
     """kvcalc's pool when the engine had exactly ``mem`` bytes for the KV cache."""
     from kvcalc.app.service import evaluate
 
     s = settings.with_(kv_cache_memory=str(mem), **changes)
     for k in ("gpu", "gpu_memory", "gpu_memory_utilization"):
         s = s.with_(**{k: None})
-    res = evaluate(resolved.spec, s, checkpoint=resolved.checkpoint)
+    res = evaluate(spec, s, checkpoint=resolved.checkpoint)
     if res.pool is None:
-        raise KvcalcError(f"{resolved.spec.name}: kvcalc has no pool figures for this model (not served by vLLM)")
+        raise KvcalcError(f"{spec.name}: kvcalc has no pool figures for this model (not served by vLLM)")
     return res.pool
 
 
-def _pool_figures(pool: PoolReport) -> dict[str, Any]:
+def _pool_figures(pool: PoolReport | None) -> dict[str, Any] | None:
+    if pool is None:
+        return None
     return {
         "num_blocks": pool.num_blocks,
         "kv_cache_size_tokens": pool.kv_cache_size_tokens,
         "max_concurrency": pool.max_concurrency,
+        "fits_max_model_len": pool.fits,
+        "estimated_max_model_len": pool.estimated_max_model_len,
     }
-
-
-def _log_rows(log: VllmLog, version: str, L: int, p_lo: PoolReport, p_mid: PoolReport, p_hi: PoolReport) -> list[Row]:
-    """One row per figure the log reports, each predicted as the range the memory's two ends give."""
-    bs = p_mid.block_size
-    rows: list[Row] = []
-    if log.gpu_blocks is not None:
-        rows.append(
-            Row(
-                "GPU blocks (# GPU blocks)",
-                p_mid.num_blocks,
-                log.gpu_blocks,
-                unit="blocks",
-                predicted_min=p_lo.num_blocks,
-                predicted_max=p_hi.num_blocks,
-                note=f"available // bytes_per_block ({p_mid.bytes_per_block:,} B), null block included",
-            )
-        )
-    if log.tokens is not None:
-        t_lo, t_hi = p_lo.kv_cache_size_tokens, p_hi.kv_cache_size_tokens
-        note = "int(max_concurrency x max_model_len), as vLLM 0.20 and 0.33 print it"
-        if version == "0.20" and not log.one_line:
-            # releases before the 0.20 line printed num_blocks x block_size
-            t_lo, t_hi = min(t_lo, p_lo.num_blocks * bs), max(t_hi, p_hi.num_blocks * bs)
-            note += "; releases before the 0.20 line printed num_blocks x block_size, also allowed"
-        rows.append(
-            Row(
-                "GPU KV cache size",
-                p_mid.kv_cache_size_tokens,
-                log.tokens,
-                unit="tokens",
-                predicted_min=t_lo,
-                predicted_max=t_hi,
-                note=note,
-            )
-        )
-    if log.concurrency is not None:
-        c_lo, c_hi = float(f"{p_lo.max_concurrency:.2f}"), float(f"{p_hi.max_concurrency:.2f}")
-        rows.append(
-            Row(
-                f"Maximum concurrency for {L:,} tokens",
-                round(p_mid.max_concurrency, 4),
-                log.concurrency,
-                unit="x",
-                predicted_min=c_lo,
-                predicted_max=c_hi,
-                note=f"num_blocks / {p_mid.blocks_per_request} blocks per request, printed with 2 decimals",
-            )
-        )
-    if log.does_not_fit:
-        fits = (int(p_lo.fits), int(p_hi.fits))
-        rows.append(
-            Row(
-                "fits max_model_len (1 yes, 0 no)",
-                int(p_mid.fits),
-                0,
-                unit="",
-                predicted_min=min(fits),
-                predicted_max=max(fits),
-                note="the log shows vLLM's does-not-fit error",
-            )
-        )
-    return rows

@@ -39,6 +39,7 @@ def pool_document(r: PoolReport, units: str = "iec") -> Document:
         )
     )
     doc.facts = [
+        ("rules", i.rules_note or i.rules.label),
         ("grouping", r.rule),
         ("bytes per block", f"{format_bytes(r.bytes_per_block, units)} per GPU"),
         ("blocks", f"{r.num_blocks} per GPU (min over {plural(len(r.workers), 'PP stage')}; includes vLLM's null block)"
@@ -72,6 +73,8 @@ def pool_payload(r: PoolReport) -> dict[str, Any]:
     return {
         "engine": "vllm",
         "vllm_version": i.vllm_version,
+        "rules": i.rules_note or i.rules.label,
+        "rule_line": i.rules.label,
         "gpu": i.gpu_name,
         "gpu_memory_bytes": i.gpu_memory_bytes,
         "gpu_memory_utilization": i.gpu_memory_utilization,
@@ -128,22 +131,47 @@ def pool_payload(r: PoolReport) -> dict[str, Any]:
             "pool_bytes": r.pool_bytes_per_gpu * r.plan.world_size,
         },
         "log_line": log_line(r),
+        "log_lines": log_lines(r),
     }
 
 
+def log_lines(r: PoolReport) -> list[str]:
+    """The capacity lines vLLM logs at start-up, in the format of the release line
+    (docs/vllm-releases.md section 6): "Available KV cache memory" per worker from 0.9.1
+    (%.2f up to 0.13.0, round(x, 2) after); before 0.11.1 each worker logs its own
+    size/concurrency pair before the minimum, then one pair, one combined line from 0.28.0."""
+    from kvcalc.core import vllm_rules as R
+
+    rules, L = r.inputs.rules, r.inputs.max_model_len
+    out: list[str] = []
+    if rules.first >= (0, 9, 1):  # no such line before (vllm==0.9.1: vllm/v1/worker/gpu_worker.py:227)
+        for w in r.workers:
+            gib = w.available_bytes / (1 << 30)
+            out.append(f"Available KV cache memory: {round(gib, 2) if rules.gib_round else f'{gib:.2f}'} GiB")
+    pairs = [(w.kv_cache_size_tokens, w.max_concurrency) for w in r.workers] if rules.log == R.LOG_PER_WORKER else []
+    pairs = pairs or [(r.kv_cache_size_tokens, r.max_concurrency)]
+    for tokens, conc in pairs:
+        size, concurrency = f"GPU KV cache size: {tokens:,} tokens", f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x"
+        if rules.log in (R.LOG_COMBINED, R.LOG_DEVICE):
+            out.append(f"{size}, {concurrency}")
+        else:
+            out.extend((size, concurrency))
+    return out
+
+
 def log_line(r: PoolReport) -> str:
-    """The capacity line vLLM logs at start-up, in the format of the release line (SGLang: its KV line)."""
+    """The capacity line vLLM logs at start-up, in the format of the release line: one line
+    joined by ", " from 0.28.0 (the device name, "GPU" on CUDA, from 0.30.0), two lines
+    before (shown joined by " / "). SGLang: its KV line."""
     if getattr(r, "engine", "vllm") == "sglang":
         from kvcalc.core.sglang_pool import log_summary
 
         return log_summary(r)  # type: ignore[arg-type]
+    from kvcalc.core import vllm_rules as R
+
     L = r.inputs.max_model_len
-    if r.inputs.vllm_version == "0.20":
-        return (
-            f"GPU KV cache size: {r.kv_cache_size_tokens:,} tokens / "
-            f"Maximum concurrency for {L:,} tokens per request: {r.max_concurrency:.2f}x"
-        )
-    return (
-        f"GPU KV cache size: {r.kv_cache_size_tokens:,} tokens, "
-        f"Maximum concurrency for {L:,} tokens per request: {r.max_concurrency:.2f}x"
-    )
+    size = f"GPU KV cache size: {r.kv_cache_size_tokens:,} tokens"
+    concurrency = f"Maximum concurrency for {L:,} tokens per request: {r.max_concurrency:.2f}x"
+    if r.inputs.rules.log in (R.LOG_COMBINED, R.LOG_DEVICE):
+        return f"{size}, {concurrency}"
+    return f"{size} / {concurrency}"

@@ -99,6 +99,9 @@ def sglang_pool_payload(r: SglangPool) -> dict[str, Any]:
             "pool_bytes": r.pool_bytes_per_gpu * r.plan.world_size // (i.dp if i.dp_attention else 1),
         },
         "log_line": log_summary(r),
+        "log_lines": [log_summary(r)],
+        "rules": i.rules,
+        "rule_line": i.line.label,
     }
     out.update(payload_extra(r))
     return out

@@ -46,6 +46,11 @@ MAX_LEN_KEYS = (
 )
 ROPE_TYPES_NOT_SCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 QWEN_SWA_TYPES = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_5_vl_text", "qwen3_vl_text")
+# config classes whose sliding_window defaults to 4096 when the key is absent (transformers:
+# MistralConfig, Qwen2Config, Qwen2MoeConfig, Qwen3Config, Qwen3MoeConfig, Gemma2Config,
+# Gemma3TextConfig, Cohere2Config); the Qwen ones apply it only with use_sliding_window
+SW_DEFAULT = 4096
+SW_DEFAULT_TYPES = frozenset({"mistral", "gemma2", "gemma3", "gemma3_text", "cohere2", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
 # models whose KV caches kvcalc models; anything else with a standard decoder layout is
 # accepted too (the plain formula), with a note that its type was not reviewed
 REVIEWED_TYPES = frozenset(
@@ -212,6 +217,12 @@ def head_size(text: dict, where: str, heads: int) -> int:
 def _layer_kinds(text: dict, where: str, model_type: str, n: int, notes: list[str]) -> list[tuple[str, int]]:
     """(kind, window) for each decoder layer's self-attention (or state) module."""
     sw = text.get("sliding_window")
+    if "sliding_window" not in text and model_type in SW_DEFAULT_TYPES:
+        # vLLM reads the config through transformers, whose config class fills an absent key
+        # with its default; an explicit null stays "no window"
+        sw = SW_DEFAULT
+        if model_type not in QWEN_SWA_TYPES or text.get("use_sliding_window"):
+            notes.append(f"sliding_window absent: {SW_DEFAULT}, the default of transformers' {model_type} config (as vLLM reads it)")
     if isinstance(sw, bool) or not isinstance(sw, int) or sw <= 0:
         sw = None
     if model_type in QWEN_SWA_TYPES and not text.get("use_sliding_window"):
@@ -405,7 +416,8 @@ def spec_from_config(cfg: Any, *, name: str, source: str) -> ModelSpec:
             )
 
     kinds = _layer_kinds(text, where, text_type, n, notes)
-    state, divisors = ((), ())
+    state: tuple[StateArch, ...] = ()
+    divisors: tuple[tuple[str, int], ...] = ()
     if any(k == "mamba" for k, _ in kinds):
         state, divisors = _state_arch(text, where, text_type)
     layers = []
