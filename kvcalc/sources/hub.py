@@ -311,7 +311,13 @@ class _Hub:
             raise _Unavailable(f"the safetensors headers of {label} could not be parsed ({_one_line(exc)})", final=True) from None
         except (*_transport_errors(), HfHubHTTPError, OSError) as exc:
             raise _Unavailable(f"the safetensors metadata of {label} could not be read ({type(exc).__name__})") from None
-        return checkpoint_facts(files, f"safetensors metadata of {label}")
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError) as exc:
+            # huggingface_hub trusts the headers' shapes: lists, strings, deep nesting break it
+            raise _Unavailable(f"the safetensors headers of {label} are malformed ({type(exc).__name__})", final=True) from None
+        try:
+            return checkpoint_facts(files, f"safetensors metadata of {label}")
+        except ValueError as exc:
+            raise _Unavailable(f"the safetensors headers of {label} are malformed ({_one_line(exc)})", final=True) from None
 
 
 class _Unavailable(Exception):
@@ -333,20 +339,18 @@ def checkpoint_facts(files_metadata: dict, source: str) -> dict:
     """
     params: dict[str, int] = {}
     nbytes: dict[str, int] = {}
+    if not isinstance(files_metadata, dict):
+        raise ValueError("the index is not a mapping of files")
     for file_meta in files_metadata.values():
-        for tensor in file_meta.tensors.values():
-            count = 1
-            for dim in tensor.shape:
-                count *= int(dim)
-            dtype = str(tensor.dtype)
-            bits = SAFETENSORS_DTYPE_BITS.get(dtype)
-            if bits is not None:
-                size = (count * bits + 7) // 8
-            else:
-                start, end = tensor.data_offsets
-                size = int(end) - int(start)
+        tensors = getattr(file_meta, "tensors", None)
+        if not isinstance(tensors, dict):
+            raise ValueError("a file's header is not a mapping of tensors")
+        for tensor in tensors.values():
+            count, size, dtype = _tensor_size(tensor)
             params[dtype] = params.get(dtype, 0) + count
             nbytes[dtype] = nbytes.get(dtype, 0) + size
+            if nbytes[dtype] > MAX_CHECKPOINT_BYTES:
+                raise ValueError(f"the tensors add up to more than 2**60 bytes ({dtype})")
     return {
         "parameters": sum(params.values()),
         "bytes": sum(nbytes.values()),
@@ -355,6 +359,36 @@ def checkpoint_facts(files_metadata: dict, source: str) -> dict:
         "files": len(files_metadata),
         "source": source,
     }
+
+
+MAX_CHECKPOINT_BYTES = 1 << 60  # no checkpoint comes near; beyond, the header is corrupt or hostile
+_MAX_DIMS = 16
+
+
+def _tensor_size(tensor: Any) -> tuple[int, int, str]:
+    """(elements, bytes, dtype) of one tensor's header entry; ValueError when it is malformed
+    (a negative or non-integer dimension, offsets that are not 0 <= start <= end)."""
+    shape = getattr(tensor, "shape", None)
+    dtype = getattr(tensor, "dtype", None)
+    if not isinstance(shape, (list, tuple)) or len(shape) > _MAX_DIMS or not isinstance(dtype, str):
+        raise ValueError(f"a tensor's shape {str(shape)[:40]!r} or dtype {str(dtype)[:20]!r} is malformed")
+    count = 1
+    for dim in shape:
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim <= MAX_CHECKPOINT_BYTES:
+            raise ValueError(f"a tensor's shape holds {str(dim)[:40]!r}; dimensions are non-negative integers")
+        count *= dim
+        if count > MAX_CHECKPOINT_BYTES:
+            raise ValueError("a tensor holds more than 2**60 elements")
+    bits = SAFETENSORS_DTYPE_BITS.get(dtype)
+    if bits is not None:
+        return count, (count * bits + 7) // 8, dtype
+    offsets = getattr(tensor, "data_offsets", None)
+    if not isinstance(offsets, (list, tuple)) or len(offsets) != 2:
+        raise ValueError("a tensor's data_offsets are not [start, end]")
+    start, end = offsets
+    if any(isinstance(x, bool) or not isinstance(x, int) for x in offsets) or not 0 <= start <= end <= MAX_CHECKPOINT_BYTES:
+        raise ValueError(f"a tensor's data_offsets {str(offsets)[:60]} are not 0 <= start <= end")
+    return count, end - start, dtype
 
 
 # vLLM's MistralConfigParser / adapt_config_dict: params.json name -> Hugging Face name
