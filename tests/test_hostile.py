@@ -98,3 +98,70 @@ def _timed(fn, *args):
     t0 = time.perf_counter()
     out = fn(*args)
     return out, time.perf_counter() - t0
+
+
+# ----------------------------------------------------------------------------- bounds
+
+HUGE = "9" * 300
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--kv-cache-memory", HUGE], ["--gpu-memory", HUGE], ["--requests", HUGE], ["--requests", f"1,{HUGE}"],
+        ["--prompt", HUGE], ["--gen", HUGE, "--prompt", "1"], ["--tokens", HUGE], ["--block-size", HUGE],
+        ["--num-gpu-blocks-override", HUGE, "--gpu", "H100-80GB"], ["--max-num-batched-tokens", HUGE, "--gpu", "H100-80GB"],
+        ["--max-concurrent-batches", HUGE, "--gpu", "H100-80GB"], ["--gpus-per-node", HUGE], ["--weights-bytes", HUGE],
+        ["--kv-cache-memory", "2000000000TiB"], ["--dp", "1000000"], ["--dp", str(10**9)], ["--tp", "8", "--dp", "513"],
+        ["--batch", HUGE], ["--max-model-len", HUGE],
+    ],
+)
+def test_huge_values_are_one_line_exit_2(run, args):
+    t0 = time.perf_counter()
+    code, _, err = run("size", "qwen3-0.6b", *args)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "internal error" not in err
+    assert time.perf_counter() - t0 < 5
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["lifecycle", "qwen3-0.6b", "--prompt", "10", "--gen", "5", "--beams", HUGE],
+        ["lifecycle", "qwen3-0.6b", "--prompt", "10", "--gen", "5", "--spec-tokens", HUGE],
+        ["lifecycle", "qwen3-0.6b", "--prefix-cache", HUGE],
+        ["recompute", "qwen3-0.6b", "--prompt", HUGE, "--gen", "3"],
+        ["fit", "qwen3-0.6b", "--concurrency", "1", "--gpu", "H100-80GB", "--max-gpus", HUGE],
+        ["fit", "qwen3-0.6b", "--concurrency", "1", "--gpu", "H100-80GB", "--max-gpus", "1e350"],
+        ["fit", "qwen3-0.6b", "--concurrency", "1", "--gpu", "bogus"],
+        ["fit", "qwen3-0.6b", "--concurrency", "1", "--gpu", "H100-80GB", "--max-model-len", "0"],
+        ["fit", "qwen3-0.6b", "--concurrency", "1", "--gpu", "H100-80GB", "--kv-dtype", "int3"],
+    ],
+)
+def test_other_commands_bound_their_values(run, args):
+    t0 = time.perf_counter()
+    code, _, err = run(*args)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "internal error" not in err
+    assert time.perf_counter() - t0 < 5
+
+
+def test_the_largest_world_size_answers_fast(run):
+    from kvcalc.app.settings import MAX_WORLD_SIZE
+
+    t0 = time.perf_counter()
+    code, out, err = run("size", "qwen3-0.6b", "--dp", str(MAX_WORLD_SIZE), "--gpu", "H100-80GB", "-f", "json")
+    assert code == 0, err
+    assert json.loads(out)["deployment"]["gpus"] == MAX_WORLD_SIZE
+    assert time.perf_counter() - t0 < 3  # about 0.3 s alone; the CI machine is shared
+
+
+def test_gate_dp_beyond_the_bound_is_a_problem_not_a_hang(run, tmp_path):
+    gate = tmp_path / "cap.yaml"
+    gate.write_text("- name: big\n  model: qwen3-0.6b\n  dp: 1000000000\n  max_kv_bytes_per_rank: 1GiB\n"
+                    "- name: ok\n  model: qwen3-0.6b\n  tokens: 1\n  max_kv_bytes_per_rank: 1GiB\n")
+    t0 = time.perf_counter()
+    code, out, err = run("gate", str(gate))
+    assert code == 2 and "dp" in err and "internal error" not in err
+    assert "ok" in out  # the other deployment is still evaluated and shown
+    assert time.perf_counter() - t0 < 5

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.settings import DEFAULT_VLLM_VERSION, Settings
+from kvcalc.app.settings import DEFAULT_VLLM_VERSION, MAX_REQUESTS, Settings, check_bounds
 from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
 from kvcalc.core.model import ModelSpec
@@ -17,7 +17,7 @@ from kvcalc.core.record import record
 from kvcalc.errors import KvcalcError, PlanError, named
 
 VLLM_VERSIONS = (DEFAULT_VLLM_VERSION, "0.20")
-MAX_BATCH = 1_000_000
+MAX_BATCH = MAX_REQUESTS
 
 
 def _nonneg(value: Any, flag: str) -> int:
@@ -152,7 +152,21 @@ class SizeResult:
     checkpoint: dict | None = None
 
 
+def check_settings(model: ModelSpec, s: Settings) -> None:
+    """The checks that do not depend on the parallel plan (``fit`` runs them before its search,
+    so a wrong flag is one error, not a list of rejected plans)."""
+    check_bounds(s)
+    check_version(s)
+    max_model_len(model, s)
+    cache_settings(model, s, block_size=default_block_size(model, s))
+    if s.gpu is not None:
+        from kvcalc.core.gpus import find_gpu
+
+        find_gpu(s.gpu)
+
+
 def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:
+    check_bounds(s)  # before anything is built: every size is bounded (kvcalc.app.settings)
     if s.encoder_tokens is not None:
         from kvcalc.sources.config import with_encoder_tokens
 

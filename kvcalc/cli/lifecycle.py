@@ -50,6 +50,12 @@ def lifecycle(
 
     fmt = o.check_format(format)
     u = o.check_units(units)
+    from kvcalc.app.settings import MAX_REQUESTS, MAX_TOKENS
+
+    o.bounded(beams, "--beams", MAX_REQUESTS)
+    o.bounded(spec_tokens, "--spec-tokens", MAX_TOKENS)
+    o.bounded(spec_lookahead, "--spec-lookahead", MAX_TOKENS)
+    o.bounded(prefix_cache, "--prefix-cache", MAX_TOKENS)
     if beams is None and spec_tokens is None and prefix_cache is None and offload is None:
         raise KvcalcError("give at least one of --beams N, --spec-tokens K, --prefix-cache HIT, --offload SIZE")
     if beams is not None and (settings.prompt is None or settings.gen is None):

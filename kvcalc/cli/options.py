@@ -96,6 +96,16 @@ def check_units(units: str) -> str:
     return u
 
 
+def bounded(value: int | None, flag: str, limit: int) -> int | None:
+    """``value`` unless it is beyond ``limit`` (a KvcalcError naming the flag): a command's own
+    integer options are bounded as the settings are (``kvcalc.app.settings.LIMITS``)."""
+    if value is not None and value > limit:
+        text = str(value)
+        shown = text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+        raise KvcalcError(f"{flag} {shown} is beyond what kvcalc sizes (limit {limit:,})")
+    return value
+
+
 def emit(text: str) -> None:
     sys.stdout.write(text)
     sys.stdout.flush()
