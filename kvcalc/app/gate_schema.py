@@ -335,7 +335,12 @@ def _check_mapping(
             elif key == "revision":
                 if not isinstance(value, str) or not value.strip():  # YAML reads 0123456 as an octal number
                     raise _Bad(f"must be a branch, tag or commit as quoted text, got {_type_name(value)} {_show(value)}")
-                values[key] = value.strip()
+                from kvcalc.sources.resolve import check_revision
+
+                try:  # before any Hub call: huggingface_hub joins a revision onto a cache path
+                    values[key] = check_revision(value.strip())
+                except KvcalcError as exc:
+                    raise _Bad(f"is {exc.message.split(' is ', 1)[-1]}") from None
             elif key in PROMISES:
                 values[key] = promise_value(key, value)
             else:

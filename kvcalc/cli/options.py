@@ -107,8 +107,19 @@ def bounded(value: int | None, flag: str, limit: int) -> int | None:
 
 
 def emit(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    """Print a command's output. A character stdout cannot encode (a path's undecodable bytes)
+    is shown as its escape; a full disk or closed stdout is one line, exit 2."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        try:
+            sys.stdout.write(text)
+        except UnicodeEncodeError:
+            sys.stdout.write(text.encode(encoding, errors="backslashreplace").decode(encoding))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise KvcalcError(f"cannot write to standard output: {exc.strerror or exc}") from None
 
 
 def setting_option(name: str) -> Any:

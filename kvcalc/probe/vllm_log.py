@@ -35,21 +35,21 @@ if TYPE_CHECKING:
 GIB = 1 << 30
 HALF = Decimal("0.005")
 
-_NUM = r"(-?\d+(?:\.\d+)?)"
+_NUM = r"(-?\d{1,15}(?:\.\d{1,15})?)"  # a log's figures are short: 5,000 digits are not read as one
 AVAILABLE = [
     re.compile(r"Available KV cache memory:\s*" + _NUM + r"\s*GiB"),
     re.compile(r"kv_cache_size=" + _NUM + r"\s*GiB"),
     re.compile(r"the rest of the memory reserved for KV Cache is\s*" + _NUM + r"\s*GiB"),
 ]
-TOKENS = re.compile(r"KV cache size:\s*([\d,]+)\s*tokens")
-CONCURRENCY = re.compile(r"Maximum concurrency for\s*([\d,]+)\s*tokens per request:\s*(\d+(?:\.\d+)?)x")
-BLOCKS = re.compile(r"(?:GPU|cuda) blocks:\s*([\d,]+)", re.IGNORECASE)
+TOKENS = re.compile(r"KV cache size:\s*(\d[\d,]{0,24})\s*tokens")
+CONCURRENCY = re.compile(r"Maximum concurrency for\s*(\d[\d,]{0,24})\s*tokens per request:\s*(\d{1,15}(?:\.\d{1,15})?)x")
+BLOCKS = re.compile(r"(?:GPU|cuda) blocks:\s*(\d[\d,]{0,24})\b", re.IGNORECASE)
 VERSION = [
     re.compile(r"LLM engine \(v(\d+\.\d+(?:\.\d+)?)"),
     re.compile(r"\bversion\s+(\d+\.\d+\.\d+)"),
 ]
-TP = re.compile(r"tensor_parallel_size['\"]?\s*[=:]\s*(\d+)")
-PP = re.compile(r"pipeline_parallel_size['\"]?\s*[=:]\s*(\d+)")
+TP = re.compile(r"tensor_parallel_size['\"]?\s*[=:]\s*(\d{1,7})\b")
+PP = re.compile(r"pipeline_parallel_size['\"]?\s*[=:]\s*(\d{1,7})\b")
 KV_DTYPE = re.compile(r"kv_cache_dtype['\"]?\s*[=:]\s*['\"]?([A-Za-z0-9_]+)")
 DOES_NOT_FIT = re.compile(
     r"(larger than the maximum number of tokens that can be stored in KV cache"
@@ -131,15 +131,23 @@ def parse_log(text: str) -> VllmLog:
     return log
 
 
+MAX_LOG_BYTES = 32 << 20  # a start-up log is a few hundred KiB; the capacity lines come in its first minutes
+
+
 def read_log(path: str) -> VllmLog:
-    p = Path(path).expanduser()
+    from kvcalc.sources.files import read_limited
+
     try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise KvcalcError(f"--from-vllm-log: no file {path!r}") from None
-    except OSError as exc:
-        raise KvcalcError(f"--from-vllm-log: cannot read {path!r}: {exc.strerror or exc}") from None
-    log = parse_log(text)
+        p = Path(path).expanduser()
+        if not p.exists():
+            raise KvcalcError(f"--from-vllm-log: no file {path!r}")
+        # bounded: a regular file is sized first, /dev/zero stops at the limit, an idle FIFO after a wait
+        raw = read_limited(p, MAX_LOG_BYTES, "--from-vllm-log")
+    except KvcalcError as exc:
+        raise KvcalcError(f"{exc.message}; give the engine's start-up log (the first few thousand lines)") from None
+    except (OSError, RuntimeError) as exc:  # RuntimeError: ~unknownuser
+        raise KvcalcError(f"--from-vllm-log: cannot read {path!r}: {getattr(exc, 'strerror', None) or exc}") from None
+    log = parse_log(raw.decode("utf-8", errors="replace"))
     if not log.available_gib:
         raise KvcalcError(
             f"--from-vllm-log {path}: no 'Available KV cache memory: X GiB' (V1) nor 'kv_cache_size=XGiB' / "

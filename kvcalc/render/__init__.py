@@ -7,9 +7,22 @@ Every command builds two things: a JSON-able payload (the public contract) and a
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 FORMATS = ("table", "json", "markdown")
+
+# what a name, a path or a message must never carry into a terminal, a CI log or a file people
+# read: C0/C1 control characters (newlines that start workflow commands, ANSI/OSC escapes),
+# bidirectional overrides and lone surrogates (undecodable bytes of a path)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def clean(text: Any) -> str:
+    """``text`` with every control character shown as its escape (a newline as ``\\n``, ESC as
+    ``\\x1b``): every human output (tables, Markdown, annotations, JUnit, error lines) goes through it."""
+    s = str(text)
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1].replace("\\\\", "\\"), s) if _CONTROL.search(s) else s
 
 
 class Table:
@@ -49,18 +62,18 @@ def to_json(payload: Any) -> str:
 
 
 def _md_cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return clean(str(value).replace("\n", " ")).replace("|", "\\|")
 
 
 def to_markdown(doc: Document, level: int = 2) -> str:
-    out: list[str] = [f"{'#' * level} {doc.title}", ""]
+    out: list[str] = [f"{'#' * level} {clean(doc.title)}", ""]
     for label, value in doc.facts:
-        out.append(f"- **{label}**: {value}")
+        out.append(f"- **{clean(label)}**: {clean(value)}")
     if doc.facts:
         out.append("")
     for table in doc.tables:
         if table.title:
-            out += [f"**{table.title}**", ""]
+            out += [f"**{clean(table.title)}**", ""]
         out.append("| " + " | ".join(_md_cell(c) for c in table.columns) + " |")
         out.append("|" + "|".join("---:" if a == "r" else "---" for a in table.aligns()) + "|")
         for row in table.rows:
@@ -69,7 +82,7 @@ def to_markdown(doc: Document, level: int = 2) -> str:
     for sub in doc.sections:
         out.append(to_markdown(sub, level + 1))
     if doc.notes:
-        out += ["Notes:", ""] + [f"- {n}" for n in doc.notes] + [""]
+        out += ["Notes:", ""] + [f"- {clean(n)}" for n in doc.notes] + [""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
@@ -83,22 +96,22 @@ def to_rich(doc: Document, width: int | None = None) -> str:
     )
 
     def emit(d: Document, depth: int) -> None:
-        console.print(d.title if depth == 0 else f"\n{d.title}", style="bold")
+        console.print(clean(d.title) if depth == 0 else f"\n{clean(d.title)}", style="bold")
         for label, value in d.facts:
-            console.print(f"  {label}: {value}")
+            console.print(f"  {clean(label)}: {clean(value)}")
         for t in d.tables:
-            rt = RichTable(title=t.title or None, title_justify="left", show_lines=False)
+            rt = RichTable(title=clean(t.title) or None, title_justify="left", show_lines=False)
             for col, a in zip(t.columns, t.aligns()):
-                rt.add_column(str(col), justify="right" if a == "r" else "left", overflow="fold")
+                rt.add_column(clean(col), justify="right" if a == "r" else "left", overflow="fold")
             for row in t.rows:
-                rt.add_row(*(str(c) for c in row))
+                rt.add_row(*(clean(c) for c in row))
             console.print(rt)
         for sub in d.sections:
             emit(sub, depth + 1)
         if d.notes:
             console.print("Notes:")
             for n in d.notes:
-                console.print(f"  - {n}")
+                console.print(f"  - {clean(n)}")
 
     emit(doc, 0)
     return console.export_text()

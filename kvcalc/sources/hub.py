@@ -105,10 +105,31 @@ def _model_type(cfg: Any) -> str:
 # --------------------------------------------------------------------------- the Hub session
 
 
+# huggingface_hub reads these when imported and fails on a value that is not a number
+_NUMERIC_ENV = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")
+
+
+def _check_environment() -> None:
+    for name in _NUMERIC_ENV:
+        value = os.environ.get(name)
+        if value is None:
+            continue
+        try:
+            ok = 0 < float(value) < 1e6
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"environment variable {name}={value[:40]!r} must be a number of seconds, like 10")
+
+
 class _Hub:
     def __init__(self, repo_id: str, revision: str | None) -> None:
-        _quiet_huggingface_hub()
-        from huggingface_hub import constants
+        _check_environment()
+        try:
+            _quiet_huggingface_hub()
+            from huggingface_hub import constants
+        except (ValueError, TypeError) as exc:  # an HF_* variable it cannot read
+            raise ConfigError(f"huggingface_hub cannot start: {_one_line(exc)}; check the HF_* environment variables") from None
 
         self.repo_id = repo_id
         self.revision = revision or constants.DEFAULT_REVISION
@@ -241,6 +262,12 @@ class _Hub:
             ) from None
         except OSError as exc:
             raise ConfigError(f"{filename} of Hub repo {self.label} could not be stored: {_one_line(exc)}") from None
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            # an answer huggingface_hub cannot use: a '../' commit id, a malformed header
+            raise ConfigError(
+                f"the Hub at {self.endpoint} answered {self.label} {filename} with something kvcalc cannot use "
+                f"({type(exc).__name__}: {_one_line(exc)[:120]}); check HF_ENDPOINT and any proxy"
+            ) from None
 
     def _fallback(self, filename: str, why: str) -> Path | None:
         cached = self._cached(filename)
@@ -481,6 +508,10 @@ def _transport_errors(*, timeouts: bool = False) -> tuple[type[BaseException], .
         found.append(getattr(mod, timeout))
         if not timeouts:
             found.append(getattr(mod, transport))
+            # redirect loops, invalid URLs: every request error of the client
+            for extra in ("TooManyRedirects", "RequestError", "InvalidURL"):  # not HTTPError: HfHubHTTPError is one
+                if isinstance(getattr(mod, extra, None), type):
+                    found.append(getattr(mod, extra))
     return tuple(found)
 
 
