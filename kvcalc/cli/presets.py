@@ -106,8 +106,12 @@ def import_preset(
     if not HUB_ID_RE.match(text):
         raise ConfigError(f"REPO_ID {repo_id!r} is not a Hub repo id like org/name")
     key = (name or text.split("/", 1)[1]).strip().lower()
-    if key in presets.all_presets(include_user=False):
-        raise ConfigError(f"preset name {key!r} is a bundled preset; pick another with --name")
+    bundled = presets.find(key, include_user=False)  # a name, an alias or a Hub id of a bundled preset
+    if bundled is not None:
+        raise ConfigError(
+            f"preset name {key!r} is a bundled preset's name or alias ({bundled.name}) and would never be used; "
+            "pick another with --name"
+        )
     existing = presets.find(key)
     if existing is not None and existing.user and existing.name == key and not force:
         raise ConfigError(f"user preset {key!r} exists ({existing.path}); pass --force to replace it")
@@ -128,7 +132,7 @@ def import_preset(
     }
     if resolved.checkpoint is not None:
         record["checkpoint"] = resolved.checkpoint
-    path = presets.save_user_preset(key, record)
+    path = presets.save_user_preset(key, record, force=force)
     payload = {"name": key, "path": str(path), "hub_id": text, "source": record["source"],
                "checkpoint": resolved.checkpoint, "notes": list(resolved.spec.notes)}
     doc = Document(f"saved user preset {key}")

@@ -48,7 +48,6 @@ class GateSourceError(KvcalcError):
 
 def read_gate_file(path: str | Path) -> tuple[str, str]:
     """The text of a gate file and the name to report it by ('-' reads standard input)."""
-    import sys
 
     name = str(path)
     if name == "-":
