@@ -155,7 +155,7 @@ def derived_max_len(cfg: dict, text: dict) -> int | None:
                 _max_len_error(text, text[key])
     if not values:
         return None
-    length = min(values)
+    length: int | float = min(values)
     if length > MAX_FIELD:
         _max_len_error(text, length)
     rope = text.get("rope_scaling") or text.get("rope_parameters")
