@@ -184,9 +184,9 @@ def _resolve(resolver: Any, d: Deployment) -> Any:
     """The resolved model, or the one-line KvcalcError saying why it cannot be loaded."""
     try:
         return resolver(d.model, revision=d.revision)
-    except (KvcalcError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 - one deployment's model never aborts the others (docs/gate.md)
         msg = exc.message if isinstance(exc, KvcalcError) else f"{type(exc).__name__}: {exc}"
-        return KvcalcError(" ".join(str(msg).split()))
+        return KvcalcError(" ".join(str(msg).split())[:500])
 
 
 def _evaluate_deployment(d: Deployment, resolved: Any, outcomes: list[Outcome], problems: list[Problem]) -> None:
