@@ -14,8 +14,9 @@ FORMATS = ("table", "json", "markdown")
 
 # what a name, a path or a message must never carry into a terminal, a CI log or a file people
 # read: C0/C1 control characters (newlines that start workflow commands, ANSI/OSC escapes),
-# bidirectional overrides and lone surrogates (undecodable bytes of a path)
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# bidirectional overrides, lone surrogates (undecodable bytes of a path) and the two
+# non-characters XML 1.0 refuses (U+FFFE, U+FFFF)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 
 
 def clean(text: Any) -> str:
