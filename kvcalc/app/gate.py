@@ -82,8 +82,10 @@ class _Probe:
         key = tuple(sorted(changes.items()))
         if key not in self.cache:
             try:
+                # no promise depends on the number of DP replicas (each is measured per replica or
+                # per rank): one replica is evaluated, not tp x pp x dp ranks per probe
                 self.cache[key] = evaluate(
-                    self.resolved.spec, self.settings.with_(**changes), checkpoint=self.resolved.checkpoint
+                    self.resolved.spec, self.settings.with_(dp=1, **changes), checkpoint=self.resolved.checkpoint
                 )
             except KvcalcError:
                 self.cache[key] = None
