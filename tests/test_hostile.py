@@ -165,3 +165,16 @@ def test_gate_dp_beyond_the_bound_is_a_problem_not_a_hang(run, tmp_path):
     assert code == 2 and "dp" in err and "internal error" not in err
     assert "ok" in out  # the other deployment is still evaluated and shown
     assert time.perf_counter() - t0 < 5
+
+
+@pytest.mark.parametrize(
+    "line",
+    [f"tokens: {HUGE}", f"min_concurrency: {HUGE * 2}", f"gpu_memory_utilization: {HUGE}", f"min_headroom: {HUGE}",
+     f"max_kv_bytes_per_rank: {HUGE}", f"gpu_memory: {HUGE}", f"requests: [1, {HUGE}]", f"block_size: {HUGE}",
+     f"dp: {HUGE}", f"num_gpu_blocks_override: {HUGE}", "min_concurrency: .inf", f"kv_cache_memory: {HUGE}"],
+)
+def test_gate_values_of_hundreds_of_digits_are_problems(run, tmp_path, line):
+    gate = tmp_path / "cap.yaml"
+    gate.write_text(f"- name: a\n  model: qwen3-0.6b\n  gpu: H100-80GB\n  max_bytes_per_token_per_rank: 1GiB\n  {line}\n")
+    code, _, err = run("gate", str(gate))
+    assert code == 2 and "internal error" not in err and "deployment 'a'" in err, err

@@ -152,10 +152,12 @@ MALFORMED = {
 
 def test_malformed_safetensors_fall_back_to_the_estimate_and_never_abort_a_gate(tmp_path):
     repos = {f"bad/{k}": Repo({"config.json": CFG, "model.safetensors": v}) for k, v in MALFORMED.items()}
+    for i, index in enumerate((b"[1, 2]", b'{"weight_map": "x"}', b'{"weight_map": {"w": ["a"]}}', b'"s"')):
+        repos[f"bad/index{i}"] = Repo({"config.json": CFG, "model.safetensors.index.json": index})
     repos["bad/dotdot"] = Repo({"config.json": CFG}, commit="../../../../escape")
     with FakeHub(repos) as hub:
         env = _env(tmp_path, hub.endpoint)
-        for name in MALFORMED:
+        for name in [*MALFORMED, "index0", "index1", "index2", "index3"]:
             r = subprocess.run([sys.executable, "-m", "kvcalc", "size", f"bad/{name}", "--gpu", "H100-80GB", "-f", "json"],
                                capture_output=True, text=True, env=env, timeout=60)
             assert r.returncode == 0, (name, r.stderr)

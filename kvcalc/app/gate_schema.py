@@ -189,10 +189,22 @@ def _int(value: Any, least: int) -> int:
     return value
 
 
+def _float(value: Any) -> float | None:
+    """A finite float of an int or float; None for anything else (an int of 400 digits too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        f = float(value)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    f = _float(value)
+    if f is None:
         raise _Bad(f"must be a number, got {_type_name(value)} {_show(value)}")
-    return float(value)
+    return f
 
 
 def _size(value: Any, key: str) -> int:
@@ -211,9 +223,10 @@ def _fraction(value: Any) -> float:
         except ValueError:
             raise _Bad(f"must be a fraction like 0.2 or a percentage like 20%, got {_show(value)}") from None
     else:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        number = _float(value)
+        if number is None:
             raise _Bad(f"must be a fraction like 0.2 or a percentage like 20%, got {_type_name(value)} {_show(value)}")
-        f = float(value)
+        f = number
     if not (0 <= f < 1):
         raise _Bad(f"must be a fraction from 0 up to (not including) 1, got {_show(value)}")
     return f

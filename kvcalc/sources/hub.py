@@ -105,6 +105,9 @@ def _check_environment() -> None:
 
 class _Hub:
     def __init__(self, repo_id: str, revision: str | None) -> None:
+        from kvcalc.sources.resolve import check_revision
+
+        revision = check_revision(revision)  # before any Hub call: it becomes a path in the cache
         _check_environment()
         try:
             _quiet_huggingface_hub()
