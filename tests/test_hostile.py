@@ -178,3 +178,11 @@ def test_gate_values_of_hundreds_of_digits_are_problems(run, tmp_path, line):
     gate.write_text(f"- name: a\n  model: qwen3-0.6b\n  gpu: H100-80GB\n  max_bytes_per_token_per_rank: 1GiB\n  {line}\n")
     code, _, err = run("gate", str(gate))
     assert code == 2 and "internal error" not in err and "deployment 'a'" in err, err
+
+
+@pytest.mark.parametrize("flag", ["--kv-cache-memory", "--tokens", "--blocks", "--pp-rank", "--tp", "--max-model-len"])
+def test_probe_bounds_its_options(run, tmp_path, flag):
+    log = tmp_path / "vllm.log"
+    log.write_text("Available KV cache memory: 2.89 GiB\nGPU KV cache size: 27,056 tokens\n")
+    code, _, err = run("probe", "qwen3-0.6b", "--from-vllm-log", str(log), flag, HUGE)
+    assert code == 2 and "internal error" not in err and len(err.strip().splitlines()) == 1, err
