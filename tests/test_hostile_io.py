@@ -150,6 +150,7 @@ import os, signal, sys, time
 from pathlib import Path
 import kvcalc.cli as cli
 from kvcalc.sources import files
+cli.install_signal_handlers()
 cli._RUNNING = True
 real = os.fsync
 def slow(fd):
@@ -175,6 +176,7 @@ def test_signals_are_one_line_never_a_traceback(when, signum):
     # kvcalc code, is Python's.)
     script = f"""
 import os, sys
+sys.argv[0] = "kvcalc"  # as the kvcalc command starts
 import kvcalc.cli as cli
 import kvcalc.app.service as service
 if {when!r} == "start-up":

@@ -30,9 +30,15 @@ def _on_signal(signum: int, frame: object) -> None:
     raise Signalled(signum)
 
 
-for _sig in (signal.SIGINT, signal.SIGTERM):
-    if signal.getsignal(_sig) in (signal.SIG_DFL, signal.default_int_handler):
-        signal.signal(_sig, _on_signal)
+def install_signal_handlers() -> None:
+    """SIGINT and SIGTERM become one line and exit 128 + the signal (where nobody else set one)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(sig, _on_signal)
+
+
+if os.path.basename(sys.argv[0] if sys.argv else "") in ("kvcalc", "__main__.py"):
+    install_signal_handlers()  # the kvcalc command (not a library import), before typer loads
 
 import importlib  # noqa: E402 - after the signal handlers: an interrupt while importing is one line
 
@@ -141,6 +147,7 @@ def build_app(names: list[str] | None = None) -> typer.Typer:
 
 
 def main(argv: list[str] | None = None) -> None:
+    install_signal_handlers()
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
     names = [first] if first in COMMANDS else None
