@@ -81,6 +81,14 @@ def test_writer_writes_through_a_fifo_and_a_device(tmp_path):
         assert stat.S_ISCHR(os.lstat(null).st_mode)
     with pytest.raises(KvcalcError, match="No space left"):
         files.atomic_write_text(Path("/dev/full"), "x")
+    link = tmp_path / "to-fifo"
+    link.symlink_to(fifo)  # a link to a FIFO (as /dev/stdout to a pipe) is followed and written through
+    reader = threading.Thread(target=read)
+    reader.start()
+    time.sleep(0.2)
+    files.atomic_write_text(link, "via the link")
+    reader.join(5)
+    assert got[-1] == b"via the link" and link.is_symlink()
 
 
 def test_gate_never_overwrites_its_own_file_nor_an_existing_output(run, tmp_path):

@@ -155,6 +155,15 @@ def _target_kind(path: Path, *, force: bool, protect: tuple[Path, ...]) -> str:
     except OSError as exc:
         raise _write_error(path, exc) from None
     if stat.S_ISLNK(st.st_mode):
+        # followed only to a character device or a FIFO (/dev/stdout, a pipe), written through;
+        # a link to a file is refused: renaming over it would replace the link, writing through
+        # it would change a file the command line did not name
+        try:
+            target = os.stat(path)
+        except OSError:
+            target = None
+        if target is not None and (stat.S_ISCHR(target.st_mode) or stat.S_ISFIFO(target.st_mode)):
+            return "stream"
         raise KvcalcError(f"{name!r} is a symbolic link; kvcalc replaces only regular files: give the file it points to")
     if stat.S_ISDIR(st.st_mode):
         raise KvcalcError(f"{name!r} is a folder; give a file name")
