@@ -186,3 +186,14 @@ def test_probe_bounds_its_options(run, tmp_path, flag):
     log.write_text("Available KV cache memory: 2.89 GiB\nGPU KV cache size: 27,056 tokens\n")
     code, _, err = run("probe", "qwen3-0.6b", "--from-vllm-log", str(log), flag, HUGE)
     assert code == 2 and "internal error" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_compare_refuses_a_sweep_beyond_its_rows(run):
+    from kvcalc.app.settings import MAX_COMPARE_ROWS
+
+    tokens = ",".join(str(i) for i in range(MAX_COMPARE_ROWS))
+    t0 = time.perf_counter()
+    code, _, err = run("compare", "qwen3-0.6b", "--tokens", tokens, "--tp", "1,2")
+    assert code == 2 and f"at most {MAX_COMPARE_ROWS:,}" in err and time.perf_counter() - t0 < 5
+    code, out, _ = run("compare", "qwen3-0.6b", "--tp", f"1,{HUGE}")
+    assert code == 0 and "cannot be computed" in out  # a row beyond the bound says why; the others stand

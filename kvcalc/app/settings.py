@@ -229,6 +229,7 @@ MAX_PARALLEL = 1 << 20  # tp, pp, dp, gpus per node, batches in flight
 MAX_WORLD_SIZE = 4096
 MAX_TOKENS = 1 << 40  # tokens, prompt, gen, max_model_len, block size, blocks, encoder positions
 MAX_REQUESTS = 1_000_000  # requests listed one by one (--batch, --requests)
+MAX_COMPARE_ROWS = 1_000  # rows of one `kvcalc compare` (models x attention variants x swept values): about 1 s
 LIMITS: dict[str, int] = {
     "tp": MAX_PARALLEL,
     "pp": MAX_PARALLEL,
