@@ -22,15 +22,23 @@ def list_presets(ctx: typer.Context, format: o.Format = "table") -> None:
     if ctx.invoked_subcommand is not None:
         return
     from kvcalc.core.footprint import CacheSettings, layer_spec, resolve_kv_dtype
+    from kvcalc.errors import KvcalcError
     from kvcalc.render import Document, Table, render
     from kvcalc.sources.config import spec_from_config
     from kvcalc.sources.presets import all_presets
 
     fmt = o.check_format(format)
     rows = []
+    skipped: list[str] = []
     for name, p in sorted(all_presets().items()):
-        record = p.load()
-        spec = spec_from_config(record["config"], name=name, source=record.get("source", ""))
+        try:
+            record = p.load()
+            spec = spec_from_config(record["config"], name=name, source=record.get("source", ""))
+        except KvcalcError as exc:
+            if not p.user:
+                raise
+            skipped.append(f"user preset {name} cannot be used: {exc.message}")  # one bad file hides no other
+            continue
         cache = CacheSettings(kv_dtype=resolve_kv_dtype("auto", spec))
         bpt = sum(layer_spec(x, 1, cache).bytes_per_token for x in spec.layers if x.kind != "cross")
         rows.append(
@@ -59,6 +67,7 @@ def list_presets(ctx: typer.Context, format: o.Format = "table") -> None:
             align=["l", "l", "l", "l", "r", "r", "r", "l", "r"],
         )
     )
+    doc.notes = skipped
     o.emit(render(fmt, rows, doc))
 
 
