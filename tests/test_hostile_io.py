@@ -342,3 +342,13 @@ def test_revisions_are_checked_before_any_hub_call(run, tmp_path, monkeypatch, r
     code, _, err = run("gate", str(gate))
     assert code == 2 and "revision" in err
     assert not (tmp_path / "hf").exists()
+
+
+def test_report_never_overwrites_the_config_it_reads(run, tmp_path):
+    from kvcalc.sources.presets import find
+
+    cfg = tmp_path / "config.json"
+    text = json.dumps(find("qwen3-0.6b").load()["config"])
+    cfg.write_text(text)
+    code, _, err = run("report", str(cfg), "-o", str(cfg), "--force")
+    assert code == 2 and "the file kvcalc reads" in err and cfg.read_text() == text

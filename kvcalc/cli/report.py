@@ -48,6 +48,13 @@ def choose_format(fmt: str | None, output: Path | None) -> str:
     return chosen
 
 
+def _is_file(text: str) -> bool:
+    try:
+        return Path(text).expanduser().is_file()
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
 def _progress(total: int):  # noqa: ANN202 - (callback, finish)
     """A Rich progress bar on stderr when stderr is a terminal; otherwise nothing."""
     if not sys.stderr.isatty():
@@ -98,8 +105,9 @@ def report(
             from kvcalc.render.report import CHART_SLUGS
 
             targets += [output.with_name(f"{stem}-{s}.svg") for s in CHART_SLUGS]
+        read = tuple(Path(m) for m in models if _is_file(m))  # a config the report reads is never its output
         for t in targets:  # exists without --force, a symlink, a folder, a missing folder: one line
-            check_output(t, force=force)
+            check_output(t, force=force, protect=read)
 
     inputs = []
     for name in models:
