@@ -102,3 +102,20 @@ def test_size_table_escapes_a_hostile_config(tmp_path):
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0 and not CONTROL.search(r.stdout)
         assert not any(line.startswith("::") for line in r.stdout.splitlines())
+
+
+def test_report_escapes_a_hostile_model_name_in_every_format(run, tmp_path):
+    from kvcalc.sources.presets import find
+
+    cfg = dict(find("qwen3-0.6b").load()["config"], _name_or_path="<script>x</script>\x1b[31m\n::warning::y\u202e")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    model = str(tmp_path / "config.json")
+    code, out, err = run("report", model, "-f", "markdown")
+    assert code == 0 and not CONTROL.search(out) and not any(line.startswith("::") for line in out.splitlines())
+    code, out, err = run("report", model, "-f", "html")
+    assert code == 0 and not CONTROL.search(out) and "<script>x" not in out
+    code, _, err = run("report", model, "-o", str(tmp_path / "r.md"))
+    assert code == 0, err
+    for svg in tmp_path.glob("r-*.svg"):
+        ET.parse(svg)  # well-formed: no control character in a chart's names
+        assert not CONTROL.search(svg.read_text())

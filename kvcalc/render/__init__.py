@@ -58,6 +58,31 @@ class Document:
         self.sections = sections if sections is not None else []
 
 
+def clean_blocks(blocks: list[tuple]) -> list[tuple]:
+    """The report's blocks (``kvcalc.render.report``: ("h", level, text), ("p", text), ("code",
+    text), ("facts", pairs), ("list", items), ("table", Table), ("chart", Chart)) with every text
+    cleaned: a model name holding a newline and ``::warning::`` or an ANSI escape reaches no
+    output raw."""
+    out: list[tuple] = []
+    for b in blocks:
+        kind = b[0]
+        if kind == "h":
+            out.append(("h", b[1], clean(b[2])))
+        elif kind in ("p", "code"):
+            out.append((kind, "\n".join(clean(line) for line in str(b[1]).split("\n"))))
+        elif kind == "facts":
+            out.append(("facts", [(clean(k), clean(v)) for k, v in b[1]]))
+        elif kind == "list":
+            out.append(("list", [clean(x) for x in b[1]]))
+        elif kind == "table":
+            t = b[1]
+            out.append(("table", Table(clean(t.title), [clean(c) for c in t.columns],
+                                       [[clean(c) for c in row] for row in t.rows], align=t.align)))
+        else:
+            out.append(b)
+    return out
+
+
 def to_json(payload: Any) -> str:
     return json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
 
