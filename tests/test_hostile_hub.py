@@ -45,6 +45,8 @@ class _Hostile(BaseHTTPRequestHandler):
 
     def _answer(self, *, body: bool) -> None:
         behaviour = self.path.split("/")[2]
+        if behaviour == "endlessindex":  # config.json is fine, the safetensors index never ends
+            behaviour = "endless" if self.path.endswith(".index.json") else "good"
         if behaviour == "loop":
             self.send_response(302)
             self.send_header("Location", self.path)
@@ -123,6 +125,16 @@ def test_hostile_hub_answers_are_bounded(tmp_path, hostile, behaviour, needle):
     assert elapsed < 20  # a trickle stops at 3 x HF_HUB_DOWNLOAD_TIMEOUT, an endless body at 16 MiB
     assert _cache_bytes(tmp_path) < 20 << 20
     assert not (tmp_path / "escape").exists() and not list(tmp_path.parent.glob("escape"))
+
+
+def test_an_endless_safetensors_index_is_bounded(tmp_path, hostile):
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "kvcalc", "size", "org/endlessindex", "--gpu", "H100-80GB", "-f", "json"],
+                       capture_output=True, text=True, env=_env(tmp_path, hostile), timeout=60)
+    assert r.returncode == 0, r.stderr
+    notes = json.loads(r.stdout)["notes"]
+    assert any("safetensors index" in n and "larger than" in n for n in notes), notes  # the weights are estimated
+    assert time.monotonic() - t0 < 20 and _cache_bytes(tmp_path) < 20 << 20
 
 
 def test_the_good_answer_is_cached_for_offline_use(tmp_path, hostile):

@@ -25,7 +25,7 @@ _RUNNING = False  # set once the command runs inside KvcalcGroup.main's handlers
 
 def _on_signal(signum: int, frame: object) -> None:
     if not _RUNNING:  # start-up (imports): nothing written yet, leave at once
-        os.write(2, b"kvcalc: interrupted\n")
+        os.write(2, b"kvcalc: error: interrupted\n")
         os._exit(128 + signum)
     raise Signalled(signum)
 

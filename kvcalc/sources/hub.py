@@ -322,6 +322,7 @@ class _Hub:
         from huggingface_hub.errors import HfHubHTTPError, NotASafetensorsRepoError, SafetensorsParsingError
 
         api = HfApi(library_name="kvcalc", library_version=_version())
+        self._prefetch_index(label)
         try:
             try:
                 meta = api.get_safetensors_metadata(self.repo_id, revision=self.commit)
@@ -344,6 +345,25 @@ class _Hub:
             return checkpoint_facts(files, f"safetensors metadata of {label}")
         except ValueError as exc:
             raise _Unavailable(f"the safetensors headers of {label} are malformed ({_one_line(exc)})", final=True) from None
+
+
+    def _prefetch_index(self, label: str) -> None:
+        """The safetensors index, downloaded bounded (``_download``) before huggingface_hub asks
+        for it: at a commit it then reads the cached copy instead of an unbounded download."""
+        from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
+        from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
+
+        name = "model.safetensors.index.json"
+        try:
+            url = hf_hub_url(self.repo_id, name, revision=self.commit)
+            meta = get_hf_file_metadata(url, timeout=constants.HF_HUB_ETAG_TIMEOUT)
+            self._download(url, meta, name)
+        except EntryNotFoundError:
+            return
+        except ConfigError as exc:
+            raise _Unavailable(f"the safetensors index of {label} was not read ({exc.message})", final=False) from None
+        except (*_transport_errors(), HfHubHTTPError, OSError, ValueError) as exc:
+            raise _Unavailable(f"the safetensors index of {label} could not be read ({type(exc).__name__})") from None
 
 
 class _Unavailable(Exception):
