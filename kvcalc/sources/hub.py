@@ -9,11 +9,14 @@ Network calls, in order:
 1. ``HEAD {endpoint}/{repo}/resolve/{revision}/config.json`` with no retries (huggingface_hub's
    own download retries a dead network for minutes when nothing is cached); it names the
    commit and maps repo / gate / revision errors;
-2. ``hf_hub_download`` of config.json (or of a Mistral-format ``params.json``), into the
-   standard cache, so ``HF_HUB_OFFLINE=1`` serves it later;
-3. ``HfApi.get_safetensors_metadata`` at that commit (range requests for the headers). Its
-   summary is kept in kvcalc's cache keyed by the commit, which never changes, so an offline
-   run shows the same exact figures.
+2. a GET of config.json (or of a Mistral-format ``params.json``) bounded in size and time while
+   it downloads (``kvcalc.sources.hubfetch``), stored in the standard Hub cache so
+   ``HF_HUB_OFFLINE=1`` serves it later;
+3. the safetensors index the same way, then ``HfApi.get_safetensors_metadata`` at that commit
+   (range requests for the headers; every header value checked). Its summary is kept in
+   kvcalc's cache keyed by the commit, which never changes, so an offline run shows the same
+   exact figures.
+The revision is checked (a branch, tag or commit name) before any of them.
 With ``HF_HUB_OFFLINE=1`` only the caches are read.
 """
 
