@@ -13,6 +13,9 @@ FLAG = "flag"  # name a setting as the command line spells it: --kv-dtype
 KEY = "key"  # name a setting as a gate file spells it: kv_dtype
 
 
+_NAMED = _MARK + "([a-z][a-z0-9_]{0,63})" + _MARK  # a marked name; any other use of the character stays as it is
+
+
 def named(name: str) -> str:
     """A setting inside an error message, kept as data: shown as ``--kv-dtype`` on the command
     line and as ``kv_dtype`` in a gate file (``KvcalcError.text``). ``name`` is the setting's
@@ -33,14 +36,18 @@ class KvcalcError(Exception):
     @property
     def settings(self) -> tuple[str, ...]:
         """The settings the message names, in order."""
-        return tuple(str(self.args[0]).split(_MARK)[1::2]) if self.args else ()
+        import re
+
+        return tuple(re.findall(_NAMED, str(self.args[0]))) if self.args else ()
 
     def text(self, style: str = FLAG) -> str:
         """The message with each setting named in ``style`` (FLAG or KEY)."""
-        parts = str(self.args[0]).split(_MARK) if self.args else [""]
-        for i in range(1, len(parts), 2):
-            parts[i] = "--" + parts[i].replace("_", "-") if style == FLAG else parts[i]
-        return "".join(parts)
+        import re
+
+        msg = str(self.args[0]) if self.args else ""
+        if _MARK not in msg:
+            return msg
+        return re.sub(_NAMED, lambda m: "--" + m.group(1).replace("_", "-") if style == FLAG else m.group(1), msg)
 
     def __str__(self) -> str:
         return self.text(FLAG)

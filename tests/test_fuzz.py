@@ -1,5 +1,7 @@
 """Hostile input (issue 9): the config loader, the config file reader, preset lookups and the
-gate loader, fuzzed with generated and mutated inputs.
+gate loader, fuzzed with generated and mutated inputs. A mutated preset of a plain decoder
+family must also give the bytes per token of an independent oracle, or be refused when the
+mutation made a field it reads invalid (issue 17, tests/kvoracle.py).
 
 The only outcomes allowed: a valid result, or exit 2 with one line `kvcalc: error: ...` on
 stderr (the gate: one such line per problem). A traceback, exit 70 (internal error) or a
@@ -32,6 +34,13 @@ from kvcalc.render.size import size_payload
 from kvcalc.sources import files
 from kvcalc.sources.config import REVIEWED_TYPES, spec_from_config
 from kvcalc.sources.presets import all_presets, bundled_dir, find
+
+try:
+    import kvoracle
+    from test_fuzz_oracle import kvcalc_answer
+except ImportError:  # tests/ imported as a package
+    from tests import kvoracle
+    from tests.test_fuzz_oracle import kvcalc_answer
 
 # KVCALC_FUZZ_SCALE=N multiplies every example count (docs/hardening.md: the long runs)
 SCALE = max(1, int(os.environ.get("KVCALC_FUZZ_SCALE", "1")))
@@ -158,7 +167,11 @@ def test_mutated_presets_give_a_result_or_one_line(name, data):
     cfg = CONFIGS[name]
     path = data.draw(st.sampled_from(_mutation_paths(cfg)), label="path")
     value = data.draw(st.one_of(st.sampled_from(MUTATIONS), HOSTILE), label="value")
-    event(f"default flags: {pipeline(_mutate(cfg, path, value))[0]}")
+    mutated = _mutate(cfg, path, value)
+    event(f"default flags: {pipeline(mutated)[0]}")
+    expected = kvoracle.expected_bytes_per_token(cfg, mutated)  # a wrong answer is a failure (issue 17)
+    if expected != kvoracle.SKIP:
+        assert kvcalc_answer(mutated) == expected, (name, path, value)
 
 
 # plausible values for the fields that steer the loader, so generated configs get deep

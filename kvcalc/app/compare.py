@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from kvcalc.app.service import SizeResult, evaluate
-from kvcalc.app.settings import SWEEPS, Settings
+from kvcalc.app.settings import MAX_COMPARE_ROWS, SWEEPS, Settings
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.record import field, record, replace
 from kvcalc.errors import KvcalcError
@@ -244,6 +244,12 @@ def compare(
             raise KvcalcError(f"{k} cannot be swept; list flags: {', '.join(f for f, _ in SWEEP_FLAGS.values())}")
     keys = [k for k in SWEEP_FLAGS if k in sweeps]
     varying = tuple(k for k in keys if len(sweeps[k]) > 1)
+    count = len(models) * max(1, len(attention or ())) * math.prod(len(sweeps[k]) for k in keys)
+    if count > MAX_COMPARE_ROWS:  # checked before the product is built: every row is an evaluation
+        raise KvcalcError(
+            f"the comparison would have {count:,} rows ({' x '.join(str(len(sweeps[k])) for k in keys) or '1'} "
+            f"values per model); kvcalc compares at most {MAX_COMPARE_ROWS:,}: sweep fewer values"
+        )
     combos = list(itertools.product(*(sweeps[k] for k in keys)))
     sort = check_sort(sort)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from kvcalc.app.service import Settings, evaluate
+from kvcalc.app.service import Settings, check_settings, evaluate
+from kvcalc.app.settings import MAX_WORLD_SIZE
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.record import record
 from kvcalc.errors import KvcalcError, named
@@ -54,8 +55,15 @@ def search(
         raise KvcalcError(f"--concurrency must be a positive number, got {concurrency!r}")
     if max_gpus < 1:
         raise KvcalcError(f"--max-gpus must be a positive integer, got {max_gpus}")
+    if max_gpus > MAX_WORLD_SIZE:
+        shown = str(max_gpus) if len(str(max_gpus)) <= 24 else f"{str(max_gpus)[:12]}... ({len(str(max_gpus))} digits)"
+        raise KvcalcError(f"--max-gpus {shown} is beyond what kvcalc sizes (at most {MAX_WORLD_SIZE:,} GPUs)")
     if not base.has_pool:
         raise KvcalcError(f"kvcalc fit needs {named('gpu')}, {named('gpu_memory')} or {named('kv_cache_memory')}")
+    # a wrong flag is one error (exit 2), not every plan rejected for it (exit 0)
+    check_settings(model, base.with_(tokens=0))
+    for kv in kv_dtypes:
+        check_settings(model, base.with_(tokens=0, kv_dtype=kv))
     out: list[Candidate] = []
     for engine in engines or [base.engine]:
         out.extend(_search_engine(model, base.with_(engine=engine), concurrency, max_gpus, kv_dtypes, allow_dp, checkpoint))

@@ -82,8 +82,10 @@ class _Probe:
         key = tuple(sorted(changes.items()))
         if key not in self.cache:
             try:
+                # no promise depends on the number of DP replicas (each is measured per replica or
+                # per rank): one replica is evaluated, not tp x pp x dp ranks per probe
                 self.cache[key] = evaluate(
-                    self.resolved.spec, self.settings.with_(**changes), checkpoint=self.resolved.checkpoint
+                    self.resolved.spec, self.settings.with_(dp=1, **changes), checkpoint=self.resolved.checkpoint
                 )
             except KvcalcError:
                 self.cache[key] = None
@@ -184,9 +186,9 @@ def _resolve(resolver: Any, d: Deployment) -> Any:
     """The resolved model, or the one-line KvcalcError saying why it cannot be loaded."""
     try:
         return resolver(d.model, revision=d.revision)
-    except (KvcalcError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 - one deployment's model never aborts the others (docs/gate.md)
         msg = exc.message if isinstance(exc, KvcalcError) else f"{type(exc).__name__}: {exc}"
-        return KvcalcError(" ".join(str(msg).split()))
+        return KvcalcError(" ".join(str(msg).split())[:500])
 
 
 def _evaluate_deployment(d: Deployment, resolved: Any, outcomes: list[Outcome], problems: list[Problem]) -> None:

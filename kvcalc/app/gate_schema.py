@@ -189,10 +189,22 @@ def _int(value: Any, least: int) -> int:
     return value
 
 
+def _float(value: Any) -> float | None:
+    """A finite float of an int or float; None for anything else (an int of 400 digits too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        f = float(value)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    f = _float(value)
+    if f is None:
         raise _Bad(f"must be a number, got {_type_name(value)} {_show(value)}")
-    return float(value)
+    return f
 
 
 def _size(value: Any, key: str) -> int:
@@ -211,9 +223,10 @@ def _fraction(value: Any) -> float:
         except ValueError:
             raise _Bad(f"must be a fraction like 0.2 or a percentage like 20%, got {_show(value)}") from None
     else:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        number = _float(value)
+        if number is None:
             raise _Bad(f"must be a fraction like 0.2 or a percentage like 20%, got {_type_name(value)} {_show(value)}")
-        f = float(value)
+        f = number
     if not (0 <= f < 1):
         raise _Bad(f"must be a fraction from 0 up to (not including) 1, got {_show(value)}")
     return f
@@ -338,7 +351,12 @@ def _check_mapping(
             elif key == "revision":
                 if not isinstance(value, str) or not value.strip():  # YAML reads 0123456 as an octal number
                     raise _Bad(f"must be a branch, tag or commit as quoted text, got {_type_name(value)} {_show(value)}")
-                values[key] = value.strip()
+                from kvcalc.sources.hubdata import check_revision
+
+                try:  # before any Hub call: huggingface_hub joins a revision onto a cache path
+                    values[key] = check_revision(value.strip())
+                except KvcalcError as exc:
+                    raise _Bad(f"is {exc.message.split(' is ', 1)[-1]}") from None
             elif key in PROMISES:
                 values[key] = promise_value(key, value)
             else:

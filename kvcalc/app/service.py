@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.settings import Settings
+from kvcalc.app.settings import MAX_REQUESTS, Settings, check_bounds
 from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
 from kvcalc.core.model import ModelSpec
@@ -18,7 +18,7 @@ from kvcalc.core.vllm_rules import RuleLine, rules_for
 from kvcalc.errors import KvcalcError, PlanError, named
 from kvcalc.words import plural
 
-MAX_BATCH = 1_000_000
+MAX_BATCH = MAX_REQUESTS
 
 
 def _nonneg(value: Any, flag: str) -> int:
@@ -172,7 +172,7 @@ class SizeResult:
         return f"SGLang {self.sglang_version}" if self.engine == "sglang" else f"vLLM {self.vllm_version}"
 
 
-def check_settings(s: Settings) -> None:
+def check_flags(s: Settings) -> None:
     """Every flag checked up front by its kind, whether or not it is used (a pool may not be
     computed: --gpu-memory-utilization 1.5 without --gpu is still wrong)."""
     from kvcalc.app.settings import INT_LIST, NONNEG, POSITIVE, SIZE, TABLE, UTIL
@@ -222,7 +222,21 @@ def flag_notes(s: Settings) -> list[str]:
     return notes
 
 
+def check_settings(model: ModelSpec, s: Settings) -> None:
+    """The checks that do not depend on the parallel plan (``fit`` runs them before its search,
+    so a wrong flag is one error, not a list of rejected plans)."""
+    check_bounds(s)
+    check_flags(s)
+    max_model_len(model, s)
+    cache_settings(model, s, block_size=default_block_size(model, s))
+    if s.gpu is not None:
+        from kvcalc.core.gpus import find_gpu
+
+        find_gpu(s.gpu)
+
+
 def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:
+    check_bounds(s)  # before anything is built: every size is bounded (kvcalc.app.settings)
     result = _evaluate(model, s, checkpoint)
     notes = flag_notes(s)
     over = too_long(result)
@@ -337,7 +351,7 @@ def _setup(model: ModelSpec, s: Settings) -> _Setup:
 
 
 def _derive(model: ModelSpec, s: Settings) -> _Setup:
-    check_settings(s)
+    check_flags(s)
     version = check_version(s)
     engine = "vllm"
     if s.engine != "vllm":

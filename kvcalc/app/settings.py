@@ -322,6 +322,82 @@ class Settings:
         )
 
 
+# --------------------------------------------------------------------------- bounds
+# What a deployment can be: a larger value is refused with one line (exit 2) before anything
+# is computed, so every answer comes in well under a second (docs/hardening.md lists them).
+MAX_PARALLEL = 1 << 20  # tp, pp, dp, gpus per node, batches in flight
+# kvcalc lists every rank of the deployment (tp x pp x dp): 4,096 GPUs take about 0.3 s; a
+# larger fleet is DP copies of one replica (size it with --dp 1 and multiply)
+MAX_WORLD_SIZE = 4096
+MAX_TOKENS = 1 << 40  # tokens, prompt, gen, max_model_len, block size, blocks, encoder positions
+MAX_REQUESTS = 1_000_000  # requests listed one by one (--batch, --requests)
+MAX_COMPARE_ROWS = 1_000  # rows of one `kvcalc compare` (models x attention variants x swept values): about 1 s
+LIMITS: dict[str, int] = {
+    "tp": MAX_PARALLEL,
+    "pp": MAX_PARALLEL,
+    "dp": MAX_PARALLEL,
+    "gpus_per_node": MAX_PARALLEL,
+    "max_concurrent_batches": MAX_PARALLEL,
+    "batch": MAX_REQUESTS,
+    "block_size": MAX_TOKENS,
+    "encoder_tokens": MAX_TOKENS,
+    "tokens": MAX_TOKENS,
+    "prompt": MAX_TOKENS,
+    "gen": MAX_TOKENS,
+    "max_model_len": MAX_TOKENS,
+    "max_num_batched_tokens": MAX_TOKENS,
+    "num_gpu_blocks_override": MAX_TOKENS,
+}
+
+
+def _shown(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+
+
+def bound_error(name: str, value: Any) -> str | None:
+    """Why ``value`` of setting ``name`` is beyond what a deployment can be, or None. Sizes
+    are bounded where they are parsed (``kvcalc.core.units.MAX_BYTES``)."""
+    from kvcalc.errors import named
+
+    limit = LIMITS.get(name)
+    if limit is not None and isinstance(value, int) and not isinstance(value, bool) and value > limit:
+        return f"{named(name)} {_shown(value)} is beyond what a deployment can be (limit {limit:,})"
+    if TABLE[name].kind == SIZE and value is not None:
+        from kvcalc.core.units import parse_size
+        from kvcalc.errors import KvcalcError
+
+        try:
+            for part in str(value).split(",") if isinstance(value, str) else (value,):  # one per PP stage
+                parse_size(part.strip() if isinstance(part, str) else part, named(name))  # bounded by MAX_BYTES
+        except KvcalcError as exc:
+            return str(exc.args[0])
+    if TABLE[name].kind == INT_LIST and value is not None:
+        parts = str(value).split(",")
+        if len(parts) > MAX_REQUESTS:
+            return f"{named(name)} lists {len(parts):,} values; kvcalc takes at most {MAX_REQUESTS:,}"
+        big = next((p.strip() for p in parts if len(p.strip()) > 14 or (p.strip().isdigit() and int(p) > MAX_TOKENS)), None)
+        if big is not None:
+            return f"{named(name)} holds {_shown(big)}, beyond what a request can be (limit {MAX_TOKENS:,} tokens)"
+    return None
+
+
+def check_bounds(s: Settings) -> None:
+    """PlanError naming the first setting beyond its bound, or the world size beyond MAX_WORLD_SIZE."""
+    from kvcalc.errors import PlanError, named
+
+    for name in TABLE:
+        why = bound_error(name, getattr(s, name))
+        if why:
+            raise PlanError(why)
+    sizes = [v for v in (s.tp, s.pp, s.dp) if isinstance(v, int) and not isinstance(v, bool)]
+    if len(sizes) == 3 and s.tp * s.pp * s.dp > MAX_WORLD_SIZE:
+        raise PlanError(
+            f"{named('tp')} x {named('pp')} x {named('dp')} = {s.tp * s.pp * s.dp:,} GPUs; kvcalc lists every rank and "
+            f"takes at most {MAX_WORLD_SIZE:,} (DP replicas are copies: size one with {named('dp')} 1 and multiply)"
+        )
+
+
 # name -> its declaration, in declaration order
 TABLE: dict[str, SettingField] = {f.name: f for f in fields(Settings) if isinstance(f, SettingField)}
 # settings that, when given, size a pool (the others can only change it)

@@ -6,15 +6,47 @@ Commands live one per module and are registered lazily: ``kvcalc size ...`` impo
 
 from __future__ import annotations
 
-import importlib
 import os
+import signal
 import sys
 from typing import Any
 
-import typer
-from typer.core import TyperGroup
 
-from kvcalc.errors import EXIT_USAGE, KvcalcError
+class Signalled(BaseException):
+    """SIGINT or SIGTERM while a command runs: unwinds (temporary files are removed), then
+    one line and exit 128 + the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.exit_code = 128 + signum
+
+
+_RUNNING = False  # set once the command runs inside KvcalcGroup.main's handlers
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    if not _RUNNING:  # start-up (imports): nothing written yet, leave at once
+        os.write(2, b"kvcalc: error: interrupted\n")
+        os._exit(128 + signum)
+    raise Signalled(signum)
+
+
+def install_signal_handlers() -> None:
+    """SIGINT and SIGTERM become one line and exit 128 + the signal (where nobody else set one)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(sig, _on_signal)
+
+
+if os.path.basename(sys.argv[0] if sys.argv else "") in ("kvcalc", "__main__.py"):
+    install_signal_handlers()  # the kvcalc command (not a library import), before typer loads
+
+import importlib  # noqa: E402 - after the signal handlers: an interrupt while importing is one line
+
+import typer  # noqa: E402
+from typer.core import TyperGroup  # noqa: E402
+
+from kvcalc.errors import EXIT_USAGE, KvcalcError  # noqa: E402
 
 # command name -> module that defines register(app)
 COMMANDS: dict[str, str] = {
@@ -72,17 +104,31 @@ def _version(value: bool) -> None:
 
 
 def _err(message: str) -> None:
-    sys.stderr.write(f"kvcalc: error: {message}\n")
+    from kvcalc.render import clean  # no control character reaches a terminal or a CI log
+
+    try:
+        sys.stderr.write(f"kvcalc: error: {clean(message)}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 class KvcalcGroup(TyperGroup):
     """Maps every failure to one line on stderr and an exit code; never a traceback."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[override]
+        global _RUNNING
+        _RUNNING = True
         try:
             rv = super().main(
                 args=args, prog_name=prog_name or "kvcalc", complete_var=complete_var, standalone_mode=False, **extra
             )
+        except Signalled as exc:
+            _err("interrupted")
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            _err("interrupted")
+            sys.exit(130)
         except KvcalcError as exc:
             _err(exc.message)
             sys.exit(exc.exit_code)
@@ -91,6 +137,10 @@ class KvcalcGroup(TyperGroup):
             sys.exit(130)
         except BrokenPipeError:
             sys.exit(0)
+        except OSError as exc:  # standard output or a file kvcalc writes: a full disk, a read-only folder
+            where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
+            _err(f"cannot write{where}: {exc.strerror or exc}")
+            sys.exit(EXIT_USAGE)
         except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
             if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kvcalc`: show the help
                 sys.stdout.write(str(exc.format_message()) + "\n")
@@ -143,6 +193,7 @@ def build_app(names: list[str] | None = None) -> typer.Typer:
 
 
 def main(argv: list[str] | None = None) -> None:
+    install_signal_handlers()
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
     names = [first] if first in COMMANDS else None

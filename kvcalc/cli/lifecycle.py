@@ -27,6 +27,22 @@ def register(app: typer.Typer) -> None:
     o.command(app, "lifecycle", settings=LIFECYCLE)(lifecycle)
 
 
+def _check(beams: int | None, spec_tokens: int | None, spec_lookahead: int, prefix_cache: int | None,
+           offload: str | None, settings: Settings) -> None:
+    """The options' own rules and bounds (kvcalc.app.settings), before anything is resolved."""
+    from kvcalc.app.settings import MAX_REQUESTS, MAX_TOKENS
+    from kvcalc.errors import KvcalcError
+
+    o.bounded(beams, "--beams", MAX_REQUESTS)
+    o.bounded(spec_tokens, "--spec-tokens", MAX_TOKENS)
+    o.bounded(spec_lookahead, "--spec-lookahead", MAX_TOKENS)
+    o.bounded(prefix_cache, "--prefix-cache", MAX_TOKENS)
+    if beams is None and spec_tokens is None and prefix_cache is None and offload is None:
+        raise KvcalcError("give at least one of --beams N, --spec-tokens K, --prefix-cache HIT, --offload SIZE")
+    if beams is not None and (settings.prompt is None or settings.gen is None):
+        raise KvcalcError("--beams needs --prompt and --gen: the beams fork after the prompt and grow by the generated tokens")
+
+
 def lifecycle(
     model: o.Model,
     beams: Beams = None,
@@ -47,6 +63,7 @@ def lifecycle(
 
     fmt = o.check_format(format)
     u = o.check_units(units)
+    _check(beams, spec_tokens, spec_lookahead, prefix_cache, offload, settings)
     cpu_bytes = parse_size(offload, "--offload") if offload is not None else None
     resolved = o.resolve(model, revision=revision)
     lcs = lifecycles(

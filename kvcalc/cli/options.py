@@ -151,9 +151,30 @@ def resolve(model: str, revision: str | None = None) -> Any:
         return resolve_model(model, revision=revision)
 
 
+def bounded(value: int | None, flag: str, limit: int) -> int | None:
+    """``value`` unless it is beyond ``limit`` (a KvcalcError naming the flag): a command's own
+    integer options are bounded as the settings are (``kvcalc.app.settings.LIMITS``)."""
+    if value is not None and value > limit:
+        text = str(value)
+        shown = text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+        raise KvcalcError(f"{flag} {shown} is beyond what kvcalc sizes (limit {limit:,})")
+    return value
+
+
 def emit(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    """Print a command's output. A character stdout cannot encode (a path's undecodable bytes)
+    is shown as its escape; a full disk or closed stdout is one line, exit 2."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        try:
+            sys.stdout.write(text)
+        except UnicodeEncodeError:
+            sys.stdout.write(text.encode(encoding, errors="backslashreplace").decode(encoding))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise KvcalcError(f"cannot write to standard output: {exc.strerror or exc}") from None
 
 
 def setting_option(name: str) -> Any:

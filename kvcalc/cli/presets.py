@@ -23,6 +23,7 @@ def list_presets(ctx: typer.Context, format: o.Format = "table") -> None:
         return
     from kvcalc.core.footprint import CacheSettings, layer_spec, resolve_kv_dtype
     from kvcalc.core.units import format_bytes
+    from kvcalc.errors import KvcalcError
     from kvcalc.render import Document, Table, render
     from kvcalc.sources.config import spec_from_config
     from kvcalc.sources.presets import all_presets
@@ -30,11 +31,18 @@ def list_presets(ctx: typer.Context, format: o.Format = "table") -> None:
     fmt = o.check_format(format)
     rows = []
     per_token = []  # one human figure per row; the JSON keeps bytes_per_token
+    skipped: list[str] = []
     for name, p in sorted(all_presets().items()):
-        record = p.load()
-        spec = spec_from_config(record["config"], name=name, source=record.get("source", ""))
+        try:
+            record = p.load()
+            spec = spec_from_config(record["config"], name=name, source=record.get("source", ""))
+        except KvcalcError as exc:
+            if not p.user:
+                raise
+            skipped.append(f"user preset {name} cannot be used: {exc.message}")  # one bad file hides no other
+            continue
         cache = CacheSettings(kv_dtype=resolve_kv_dtype("auto", spec))
-        bpt = sum(layer_spec(x, 1, cache).bytes_per_token for x in spec.layers if x.kind != "cross")
+        bpt = sum(layer_spec(x, 1, cache).decoder_bytes_per_token for x in spec.layers)
         per_token.append(format_bytes(bpt))
         rows.append(
             {
@@ -63,6 +71,7 @@ def list_presets(ctx: typer.Context, format: o.Format = "table") -> None:
             align=["l", "l", "l", "l", "r", "r", "r", "l", "r"],
         )
     )
+    doc.notes = skipped
     o.emit(render(fmt, rows, doc))
 
 
@@ -110,8 +119,12 @@ def import_preset(
     if not HUB_ID_RE.match(text):
         raise ConfigError(f"REPO_ID {repo_id!r} is not a Hub repo id like org/name")
     key = (name or text.split("/", 1)[1]).strip().lower()
-    if key in presets.all_presets(include_user=False):
-        raise ConfigError(f"preset name {key!r} is a bundled preset; pick another with --name")
+    bundled = presets.find(key, include_user=False)  # a name, an alias or a Hub id of a bundled preset
+    if bundled is not None:
+        raise ConfigError(
+            f"preset name {key!r} is a bundled preset's name or alias ({bundled.name}) and would never be used; "
+            "pick another with --name"
+        )
     existing = presets.find(key)
     if existing is not None and existing.user and existing.name == key and not force:
         raise ConfigError(f"user preset {key!r} exists ({existing.path}); pass --force to replace it")
@@ -133,7 +146,7 @@ def import_preset(
     }
     if resolved.checkpoint is not None:
         record["checkpoint"] = resolved.checkpoint
-    path = presets.save_user_preset(key, record)
+    path = presets.save_user_preset(key, record, force=force)
     payload = {"name": key, "path": str(path), "hub_id": text, "source": record["source"],
                "checkpoint": resolved.checkpoint, "notes": list(resolved.spec.notes)}
     doc = Document(f"saved user preset {key}")

@@ -84,10 +84,15 @@ def probe(
     a transformers model's own cache (--model-cache), vLLM itself (--engine vllm), or a vLLM
     or SGLang start-up log (--from-vllm-log, --from-sglang-log, --from-log). Exit 0 all agree, 1 a disagreement, 3 the probe cannot run here."""
     from kvcalc.app.probe_report import ProbeReport
+    from kvcalc.app.settings import MAX_PARALLEL, MAX_TOKENS, check_bounds
     from kvcalc.render.probe import render_probe
 
     fmt = o.check_format(format)
     u = o.check_units(units)
+    o.bounded(blocks, "--blocks", MAX_TOKENS)
+    o.bounded(tokens, "--tokens", MAX_TOKENS)
+    o.bounded(pp_rank, "--pp-rank", MAX_PARALLEL)
+    o.bounded(layers, "--layers", MAX_PARALLEL)
     settings = _settings(
         tp=tp, pp=pp, kv_dtype=kv_dtype, dtype=dtype, block_size=block_size, max_model_len=max_model_len,
         vllm_version=vllm_version, gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory=kv_cache_memory,
@@ -95,6 +100,7 @@ def probe(
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         gpu=gpu, gpu_memory=gpu_memory, max_num_seqs=max_num_seqs, sampler=sampler,
     )
+    check_bounds(settings)  # every setting bounded as for kvcalc size, whichever check uses it
     if from_log:
         from_vllm_log, from_sglang_log = _which_log(from_log, from_vllm_log, from_sglang_log)
     resolved = o.resolve(model, revision=revision)

@@ -42,6 +42,10 @@ def recompute(
     u = o.check_units(units)
     if prompt is None or gen is None:
         raise KvcalcError("kvcalc recompute needs --prompt P and --gen G, e.g. --prompt 4 --gen 5")
+    from kvcalc.app.settings import MAX_TOKENS
+
+    o.bounded(prompt, "--prompt", MAX_TOKENS)
+    o.bounded(gen, "--gen", MAX_TOKENS)
     if model is not None and model_opt is not None and model != model_opt:
         raise KvcalcError(f"give the model once: argument {model!r} and --model {model_opt!r} differ")
     name = model or model_opt

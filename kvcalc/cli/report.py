@@ -48,6 +48,13 @@ def choose_format(fmt: str | None, output: Path | None) -> str:
     return chosen
 
 
+def _is_file(text: str) -> bool:
+    try:
+        return Path(text).expanduser().is_file()
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
 def _progress(total: int):  # noqa: ANN202 - (callback, finish)
     """A Rich progress bar on stderr when stderr is a terminal; otherwise nothing."""
     if not sys.stderr.isatty():
@@ -80,11 +87,10 @@ def report(
 ) -> None:
     """A capacity review as one HTML file (inline charts) or Markdown (charts as SVG files beside it)."""
     from kvcalc.app.report import ModelInput, build_report, count_evaluations
-    from kvcalc.errors import KvcalcError
     from kvcalc.render import to_json
     from kvcalc.render.report import render_report
     from kvcalc.render.report_json import report_payload
-    from kvcalc.sources.files import atomic_write_text
+    from kvcalc.sources.files import atomic_write_many, check_output
 
     fmt = choose_format(format, output)
     u = o.check_units(units)
@@ -99,13 +105,9 @@ def report(
             from kvcalc.render.report import CHART_SLUGS
 
             targets += [output.with_name(f"{stem}-{s}.svg") for s in CHART_SLUGS]
-        if not force:
-            for t in targets:
-                if t.exists():
-                    raise KvcalcError(f"{str(t)!r} exists; pass --force to replace it")
-        folder = output.parent if str(output.parent) else Path(".")
-        if not folder.is_dir():
-            raise KvcalcError(f"folder {str(folder)!r} for --output does not exist")
+        read = tuple(Path(m) for m in models if _is_file(m))  # a config the report reads is never its output
+        for t in targets:  # exists without --force, a symlink, a folder, a missing folder: one line
+            check_output(t, force=force, protect=read)
 
     inputs = []
     for name in models:
@@ -125,8 +127,8 @@ def report(
     if output is None:
         o.emit(text)
         return
-    for name, svg in files.items():
-        atomic_write_text(output.with_name(name), svg, force=True)
-    atomic_write_text(output, text, force=True)
+    # the charts, then the report that shows them: nothing is renamed into place before every
+    # file is written, and the report comes last
+    atomic_write_many([*((output.with_name(n), svg) for n, svg in files.items()), (output, text)], force=force)
     written = [str(output)] + [str(output.with_name(n)) for n in files]
     sys.stderr.write(f"kvcalc: wrote {', '.join(written)}\n")

@@ -11,11 +11,26 @@ IEC = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 SI = (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3))
 _FACTORS = {name.lower(): f for name, f in IEC + SI} | {"b": 1, "": 1, "kb": 10**3, "k": 10**3}
 _FACTORS |= {"ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30, "ti": 1 << 40, "m": 10**6, "g": 10**9, "t": 10**12}
+# the largest size kvcalc takes: 1 EiB, beyond any GPU, pool or checkpoint (docs/hardening.md)
+MAX_BYTES = 1 << 60
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
 
 
 def parse_size(text: str | int, flag: str = "size") -> int:
-    """Bytes from '80GiB', '79.1GiB', '80GB' (SI), '65.5GB', or a plain integer of bytes."""
+    """Bytes from '80GiB', '79.1GiB', '80GB' (SI), '65.5GB', or a plain integer of bytes, up to
+    ``MAX_BYTES`` (a larger size is an error: hundreds of digits overflow every float after)."""
+    n = _parse_size(text, flag)
+    if n > MAX_BYTES:
+        raise KvcalcError(f"{flag} {_short(text)} is beyond any GPU or pool (limit 2**60 bytes = 1 EiB)")
+    return n
+
+
+def _short(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
+
+
+def _parse_size(text: str | int, flag: str) -> int:
     if isinstance(text, bool):
         raise KvcalcError(f"{flag} must be a size like 80GiB, 80GB or a number of bytes, got {text!r}")
     if isinstance(text, int):
@@ -24,6 +39,8 @@ def parse_size(text: str | int, flag: str = "size") -> int:
         return text
     if isinstance(text, float):
         text = repr(text)
+    if len(str(text)) > 64:  # a size is a few characters; hundreds of digits are refused unread
+        raise KvcalcError(f"{flag} must be a size like 80GiB, 80GB or a number of bytes, got {_short(text)}")
     m = _SIZE_RE.match(str(text))
     if not m or m.group(2).lower() not in _FACTORS:
         raise KvcalcError(
@@ -69,7 +86,6 @@ def show_figures(text: str, units: str = "iec") -> str:
     """Every ``figure(n)`` in ``text`` as ``format_bytes(n, units)``."""
     if _FIGURE not in text:
         return text
-    parts = text.split(_FIGURE)
-    for i in range(1, len(parts), 2):
-        parts[i] = format_bytes(int(parts[i]), units)
-    return "".join(parts)
+    import re
+
+    return re.sub(_FIGURE + r"(\d{1,24})" + _FIGURE, lambda m: format_bytes(int(m.group(1)), units), text)

@@ -33,17 +33,25 @@ GIB = 1 << 30
 HALF = Decimal("0.005")
 
 
+MAX_LOG_BYTES = 32 << 20  # a start-up log is a few hundred KiB; the capacity lines come in its first minutes
+
+
 def read_runs(path: str, memory_given: bool = False) -> list[VllmLog]:
     """The runs of a log file that report something to compare; one-line errors otherwise."""
-    p = Path(path).expanduser()
+    from kvcalc.sources.files import read_limited
+
     try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise KvcalcError(f"--from-vllm-log: no file {path!r}") from None
-    except IsADirectoryError:
-        raise KvcalcError(f"--from-vllm-log: {path!r} is a folder; give the log file") from None
-    except OSError as exc:
-        raise KvcalcError(f"--from-vllm-log: cannot read {path!r}: {exc.strerror or exc}") from None
+        p = Path(path).expanduser()
+        if not p.exists():
+            raise KvcalcError(f"--from-vllm-log: no file {path!r}")
+        if p.is_dir():
+            raise KvcalcError(f"--from-vllm-log: {path!r} is a folder; give the log file")
+        # bounded: a regular file is sized first, /dev/zero stops at the limit, an idle FIFO after a wait
+        text = read_limited(p, MAX_LOG_BYTES, "--from-vllm-log").decode("utf-8", errors="replace")
+    except KvcalcError as exc:
+        raise KvcalcError(f"{exc.message}; give the engine's start-up log (the first few thousand lines)") from None
+    except (OSError, RuntimeError) as exc:  # RuntimeError: ~unknownuser
+        raise KvcalcError(f"--from-vllm-log: cannot read {path!r}: {getattr(exc, 'strerror', None) or exc}") from None
     if "\x00" in text[:4096]:
         raise KvcalcError(f"--from-vllm-log {path}: a binary file, not a vLLM start-up log")
     runs = [r for r in parse_runs(text) if r.has_figures]

@@ -29,22 +29,22 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-_NUM = r"(-?\d+(?:\.\d+)?)"
+_NUM = r"(-?\d{1,15}(?:\.\d{1,15})?)"  # a log's figures are short: 5,000 digits are not read as one
 _REL = r"(\d+\.\d+(?:\.\d+){0,2}(?:\.?(?:rc|dev|post|a|b)\d*)*(?:\+[\w.]+)?)"
 AVAILABLE = [
     re.compile(r"Available KV cache memory:\s*" + _NUM + r"\s*GiB"),
     re.compile(r"kv_cache_size=" + _NUM + r"\s*GiB"),
     re.compile(r"the rest of the memory reserved for KV Cache is\s*" + _NUM + r"\s*GiB"),
 ]
-TOKENS = re.compile(r"KV cache size:\s*([\d,]+)\s*tokens")
-CONCURRENCY = re.compile(r"Maximum concurrency for\s*([\d,]+)\s*tokens per request:\s*(\d+(?:\.\d+)?)x")
-BLOCKS = [re.compile(r"(?:GPU|cuda) blocks:\s*([\d,]+)", re.IGNORECASE), re.compile(r"num_gpu_blocks is\s*:\s*(\d+)")]
+TOKENS = re.compile(r"KV cache size:\s*(\d[\d,]{0,24})\s*tokens")
+CONCURRENCY = re.compile(r"Maximum concurrency for\s*(\d[\d,]{0,24})\s*tokens per request:\s*(\d{1,15}(?:\.\d{1,15})?)x")
+BLOCKS = [re.compile(r"(?:GPU|cuda) blocks:\s*(\d[\d,]{0,24})\b", re.IGNORECASE), re.compile(r"num_gpu_blocks is\s*:\s*(\d{1,24})\b")]
 FIT = re.compile(
     r"To serve at least one request with the models?'s? max seq len \((\d+)\),\s*\(?\s*(\d+(?:\.\d+)?) (GiB|GB) KV\s+cache"
     r" is needed, which is larger than the available KV cache memory \((-?\d+(?:\.\d+)?) (?:GiB|GB)\)"
 )
 SERVE = re.compile(r"To serve at least one request with the models?'s? max seq len")
-ESTIMATE = re.compile(r"estimated maximum model length is (\d+)")
+ESTIMATE = re.compile(r"estimated maximum model length is (\d{1,24})\b")
 NO_MEMORY = re.compile(r"No available memory for the cache blocks")
 V0_NO_FIT = re.compile(r"larger than the maximum number of tokens that can be stored in KV cache")
 VERSION = [
@@ -87,8 +87,8 @@ WORKER_FINGERPRINTS = {
     466: "0.22.0", 480: "0.23.0", 508: "0.24.0", 538: "0.25.0", 560: "0.26.0", 563: "0.27.0", 578: "0.28.0",
     625: "0.29.0", 640: "0.30.0", 692: "0.31.0", 759: "0.32.0", 772: "0.33.0",
 }
-USING_LEN = re.compile(r"Using max model len (\d+)")
-PARTITION = re.compile(r"VLLM_PP_LAYER_PARTITION=['\"]?([\d,]+)")
+USING_LEN = re.compile(r"Using max model len (\d{1,24})\b")
+PARTITION = re.compile(r"VLLM_PP_LAYER_PARTITION=['\"]?(\d[\d,]{0,200})")
 _RUN_START = re.compile(r"non-default args:|vLLM API server version|LLM engine \(v|^\s*\$?\s*vllm serve\b")
 
 

@@ -10,10 +10,24 @@ Every command builds two things: a JSON-able payload (the public contract) and a
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 FORMATS = ("table", "json", "markdown")
 NAME_COLUMNS = frozenset({"model", "name", "Hub id", "GPU", "gpu", "deployment", "variant"})
+
+# what a name, a path or a message must never carry into a terminal, a CI log or a file people
+# read: C0/C1 control characters (newlines that start workflow commands, ANSI/OSC escapes),
+# bidirectional overrides, lone surrogates (undecodable bytes of a path) and the two
+# non-characters XML 1.0 refuses (U+FFFE, U+FFFF)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+
+
+def clean(text: Any) -> str:
+    """``text`` with every control character shown as its escape (a newline as ``\\n``, ESC as
+    ``\\x1b``): every human output (tables, Markdown, annotations, JUnit, error lines) goes through it."""
+    s = str(text)
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1].replace("\\\\", "\\"), s) if _CONTROL.search(s) else s
 
 
 class Table:
@@ -52,6 +66,32 @@ class Document:
         self.tables = tables if tables is not None else []
         self.notes = notes if notes is not None else []
         self.sections = sections if sections is not None else []
+
+
+def clean_blocks(blocks: list[tuple]) -> list[tuple]:
+    """The report's blocks (``kvcalc.render.report``: ("h", level, text), ("p", text), ("code",
+    text), ("facts", pairs), ("list", items), ("table", Table), ("chart", Chart)) with every text
+    cleaned: a model name holding a newline and ``::warning::`` or an ANSI escape reaches no
+    output raw."""
+    out: list[tuple] = []
+    for b in blocks:
+        kind = b[0]
+        if kind == "h":
+            out.append(("h", b[1], clean(b[2])))
+        elif kind in ("p", "code"):
+            out.append((kind, "\n".join(clean(line) for line in str(b[1]).split("\n"))))
+        elif kind == "facts":
+            out.append(("facts", [(clean(k), clean(v)) for k, v in b[1]]))
+        elif kind == "list":
+            out.append(("list", [clean(x) for x in b[1]]))
+        elif kind == "table":
+            t = b[1]
+            out.append(("table", Table(clean(t.title), [clean(c) for c in t.columns],
+                                       [[clean(c) for c in row] for row in t.rows], align=t.align, keep=t.keep,
+                                       key=t.key)))
+        else:
+            out.append(b)
+    return out
 
 
 def to_json(payload: Any) -> str:
@@ -93,18 +133,18 @@ def _pretty(value: Any, level: int, pad: str) -> tuple[str, str]:
 
 
 def _md_cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return clean(str(value).replace("\n", " ")).replace("|", "\\|")
 
 
 def to_markdown(doc: Document, level: int = 2) -> str:
-    out: list[str] = [f"{'#' * level} {doc.title}", ""]
+    out: list[str] = [f"{'#' * level} {clean(doc.title)}", ""]
     for label, value in doc.facts:
-        out.append(f"- **{label}**: {value}")
+        out.append(f"- **{clean(label)}**: {clean(value)}")
     if doc.facts:
         out.append("")
     for table in doc.tables:
         if table.title:
-            out += [f"**{table.title}**", ""]
+            out += [f"**{clean(table.title)}**", ""]
         out.append("| " + " | ".join(_md_cell(c) for c in table.columns) + " |")
         out.append("|" + "|".join("---:" if a == "r" else "---" for a in table.aligns()) + "|")
         for row in table.rows:
@@ -113,7 +153,7 @@ def to_markdown(doc: Document, level: int = 2) -> str:
     for sub in doc.sections:
         out.append(to_markdown(sub, level + 1))
     if doc.notes:
-        out += ["Notes:", ""] + [f"- {n}" for n in doc.notes] + [""]
+        out += ["Notes:", ""] + [f"- {clean(n)}" for n in doc.notes] + [""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
@@ -123,7 +163,25 @@ def to_rich(doc: Document, width: int | None = None, colour: bool | None = None)
     tables are laid out by kvcalc itself, so table output does not import rich."""
     from kvcalc.render.text import to_text
 
-    return to_text(doc, width=width, colour=colour)
+    return to_text(cleaned(doc), width=width, colour=colour)
+
+
+def cleaned(doc: Document) -> Document:
+    """The document with every text through ``clean`` (control characters shown as escapes)."""
+
+    def c(v: Any) -> Any:
+        return clean(v) if isinstance(v, str) else v
+
+    doc.title = clean(doc.title)
+    doc.facts = [(clean(label), c(value)) for label, value in doc.facts]
+    doc.notes = [clean(n) for n in doc.notes]
+    for t in doc.tables:
+        t.title = clean(t.title)
+        t.columns = [c(col) for col in t.columns]
+        t.rows = [[c(cell) for cell in row] for row in t.rows]
+    for sub in doc.sections:
+        cleaned(sub)
+    return doc
 
 
 def without_repeats(doc: Document, seen: set[str] | None = None) -> Document:

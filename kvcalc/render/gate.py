@@ -9,7 +9,7 @@ from typing import Any
 from kvcalc.app.gate import TP_SEARCH_LIMIT, GateReport, Outcome, Suggestion
 from kvcalc.app.gate_schema import PROMISES, Problem
 from kvcalc.core.units import format_bytes
-from kvcalc.render import Document, Table, to_markdown
+from kvcalc.render import Document, Table, clean, to_markdown
 from kvcalc.words import plural
 
 STATUS = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}
@@ -262,6 +262,10 @@ def _suggestion_text(key: str, s: Suggestion, units: str) -> str:
 def _xml(root: Any) -> str:
     import xml.etree.ElementTree as ET
 
+    for el in root.iter():  # XML 1.0 admits no control characters: names and messages are cleaned
+        el.attrib.update({k: clean(v) for k, v in el.attrib.items()})
+        if el.text is not None:
+            el.text = clean(el.text)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -335,7 +339,8 @@ def junit_problems(path: str, problems: list[Problem] | tuple[Problem, ...]) -> 
 
 
 def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # control characters first shown as escapes: a name cannot end the command and start another
+    return clean(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _escape_property(text: str) -> str:
@@ -365,3 +370,15 @@ def annotations(report: GateReport, units: str = "iec") -> list[str]:
 
 def problem_annotations(path: str, problems: list[Problem] | tuple[Problem, ...]) -> list[str]:
     return [annotation(p.text(path), "kvcalc gate: wrong gate file", path, p.line) for p in problems]
+
+
+def github_outputs(report: GateReport | None) -> str:
+    """``name=value`` lines for GITHUB_OUTPUT: the result and the counts (None: the file is wrong)."""
+    if report is None:
+        return "result=error\nfailed=0\npassed=0\nerrors=0\nexit_code=2\n"
+    result = {0: "pass", 1: "fail"}.get(report.exit_code, "error")
+    c = _counts(report)
+    return (
+        f"result={result}\nfailed={c['failed']}\npassed={c['passed']}\nerrors={len(report.problems)}\n"
+        f"exit_code={report.exit_code}\n"
+    )

@@ -10,7 +10,7 @@ from typing import Any
 
 from kvcalc.app.report import ModelReport, Report
 from kvcalc.core.units import format_bytes
-from kvcalc.render import Table
+from kvcalc.render import Table, clean, clean_blocks
 from kvcalc.render import svg as S
 from kvcalc.render.pool import pool_document
 from kvcalc.render.size import formula
@@ -353,7 +353,7 @@ def _md_table(t: Table) -> list[str]:
 def to_markdown(blocks: list[Block], chart_files: dict[str, str] | None = None) -> str:
     """``chart_files``: chart slug -> file name written beside the Markdown."""
     out: list[str] = []
-    for b in blocks:
+    for b in clean_blocks(blocks):
         kind = b[0]
         if kind == "h":
             out += [f"{'#' * b[1]} {b[2]}", ""]
@@ -409,7 +409,7 @@ _FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 
 
 def _h(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(clean(text), quote=True)
 
 
 def _hf(text: Any) -> str:
@@ -452,7 +452,7 @@ def to_html(blocks: list[Block], title: str) -> str:
         "</head>",
         "<body><main>",
     ]
-    for b in blocks:
+    for b in clean_blocks(blocks):
         kind = b[0]
         if kind == "h":
             out.append(f"<h{b[1]}>{_h(b[2])}</h{b[1]}>")

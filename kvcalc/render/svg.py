@@ -15,7 +15,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape as _escape
+from xml.sax.saxutils import quoteattr as _quoteattr
+
+from kvcalc.render import clean
+
+
+def escape(text: str) -> str:
+    """XML text with control characters shown as escapes (XML 1.0 admits none)."""
+    return _escape(clean(text))
+
+
+def quoteattr(text: str) -> str:
+    return _quoteattr(clean(text))
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")

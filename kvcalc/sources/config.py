@@ -8,7 +8,7 @@ config lacks a field (vLLM reads configs through transformers; kvcalc reads raw 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NoReturn
 
 from kvcalc.core.dtypes import normalize_model_dtype
 from kvcalc.core.model import LayerArch, ModelSpec, StateArch
@@ -153,12 +153,14 @@ def _dtype(text: dict, cfg: dict, notes: list[str]) -> str:
 def derived_max_len(cfg: dict, text: dict) -> int | None:
     values = []
     for key in MAX_LEN_KEYS:
-        v = text.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v) and v > 0:
-            values.append(v)
+        if text.get(key) is not None:  # present: a positive integer (8192.0 is 8192), else refused
+            try:
+                values.append(_int(text, key, ""))
+            except ConfigError:
+                _max_len_error(text, text[key])
     if not values:
         return None
-    length = min(values)
+    length: int | float = min(values)
     if length > MAX_FIELD:
         _max_len_error(text, length)
     rope = text.get("rope_scaling") or text.get("rope_parameters")
@@ -178,9 +180,9 @@ def derived_max_len(cfg: dict, text: dict) -> int | None:
     return int(length)
 
 
-def _max_len_error(text: dict, length: float) -> None:
+def _max_len_error(text: dict, length: Any) -> NoReturn:
     keys = [k for k in MAX_LEN_KEYS if text.get(k) is not None]
-    shown = repr(length) if isinstance(length, float) else str(length)
+    shown = repr(length) if isinstance(length, (float, str, bool)) else str(length)
     if len(shown) > 24:
         shown = f"{shown[:6]}... ({len(shown)} characters)"
     raise ConfigError(
@@ -196,15 +198,22 @@ def total_kv_heads(text: dict, where: str, model_type: str) -> int:
         return 1
     for key in KV_HEAD_KEYS:
         if text.get(key) is not None:
-            return _int(text, key, where)
+            kv = _int(text, key, where)
+            if kv > heads or heads % kv:
+                raise ConfigError(
+                    f"config{where} field '{key}' is {kv}: KV heads must divide the {heads} attention heads "
+                    f"(num_attention_heads); valid: a divisor of {heads}"
+                )
+            return kv
     return heads
 
 
 def head_size(text: dict, where: str, heads: int) -> int:
-    hd = text.get("head_dim")
-    if isinstance(hd, int) and not isinstance(hd, bool) and hd > 0:
+    # a head_dim that is present must be valid: 128.0 is 128; "128", true, 0 or -4 are refused,
+    # never replaced by hidden_size / heads (which differs for Qwen3, Gemma, ...)
+    if text.get("head_dim") is not None:
         return _int(text, "head_dim", where)
-    if text.get("hidden_size_per_head"):
+    if text.get("hidden_size_per_head") is not None:
         return _int(text, "hidden_size_per_head", where)
     hidden = _int(text, "hidden_size", where)
     if hidden % heads:
@@ -216,15 +225,18 @@ def head_size(text: dict, where: str, heads: int) -> int:
 
 def _layer_kinds(text: dict, where: str, model_type: str, n: int, notes: list[str]) -> list[tuple[str, int]]:
     """(kind, window) for each decoder layer's self-attention (or state) module."""
-    sw = text.get("sliding_window")
+    # absent: transformers' class default where vLLM inherits one (4096 for mistral, qwen2/qwen3
+    # with use_sliding_window, gemma2/3, cohere2); null or false: no window; 4096.0 is 4096;
+    # "4096", 0 or -1 are refused (dropping them would size a sliding-window model as full attention)
+    raw_sw = text.get("sliding_window")
     if "sliding_window" not in text and model_type in SW_DEFAULT_TYPES:
         # vLLM reads the config through transformers, whose config class fills an absent key
         # with its default; an explicit null stays "no window"
-        sw = SW_DEFAULT
+        sw: int | None = SW_DEFAULT
         if model_type not in QWEN_SWA_TYPES or text.get("use_sliding_window"):
             notes.append(f"sliding_window absent: {SW_DEFAULT}, the default of transformers' {model_type} config (as vLLM reads it)")
-    if isinstance(sw, bool) or not isinstance(sw, int) or sw <= 0:
-        sw = None
+    else:
+        sw = None if raw_sw is None or raw_sw is False else _int(text, "sliding_window", where)
     if model_type in QWEN_SWA_TYPES and not text.get("use_sliding_window"):
         sw = None  # transformers drops sliding_window unless use_sliding_window
     chunk = text.get("attention_chunk_size")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -92,36 +93,140 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a valid JSON number")
 
 
-def atomic_write_text(path: Path, text: str, *, force: bool = True) -> None:
-    """Write through a temporary file in the same folder and rename it into place."""
-    path = Path(path)
-    if path.exists() and not force:
-        raise KvcalcError(f"{str(path)!r} exists; pass --force to replace it")
-    if path.is_dir():
-        raise KvcalcError(f"{str(path)!r} is a folder; give a file name")
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise KvcalcError(f"folder {str(folder)!r} does not exist")
+def atomic_write_text(path: Path, text: str, *, force: bool = True, protect: tuple[Path, ...] = ()) -> None:
+    """Write ``text`` to ``path`` without ever clobbering what is not the output.
+
+    A missing path or a regular file (replaced only with ``force``) is written through a
+    temporary file in the same folder, renamed into place. A character device (``/dev/null``,
+    a terminal) or a FIFO is written through, never replaced. A symbolic link is refused (name
+    its target), as is a folder, a socket or a block device, and any of ``protect`` (the file
+    kvcalc read, e.g. the gate file). Every failure is one line (KvcalcError, exit 2)."""
+    atomic_write_many([(Path(path), text)], force=force, protect=protect)
+
+
+def atomic_write_many(items: list[tuple[Path, str]], *, force: bool = True, protect: tuple[Path, ...] = ()) -> None:
+    """Write several files all or nothing, as far as a file system allows: every target is
+    checked and every temporary file written before the first rename; the renames follow in
+    order, so the last item (a Markdown report after its charts) appears last."""
+    plans = [(Path(p), text, _target_kind(Path(p), force=force, protect=protect)) for p, text in items]
+    temps: list[tuple[str, Path]] = []
+    try:
+        for path, text, kind in plans:
+            if kind == "stream":
+                continue
+            temps.append((_write_temp(path, text), path))
+        for path, text, kind in plans:
+            if kind == "stream":
+                _write_stream(path, text)
+        for tmp, path in temps:
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                raise _write_error(path, exc) from None
+    finally:
+        for tmp, _ in temps:  # what was not renamed (an error, SIGTERM, SIGINT) is removed
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def check_output(path: Path, *, force: bool, protect: tuple[Path, ...] = ()) -> None:
+    """The checks ``atomic_write_text`` makes, before anything is computed (one line, exit 2)."""
+    _target_kind(Path(path), force=force, protect=protect)
+
+
+def _target_kind(path: Path, *, force: bool, protect: tuple[Path, ...]) -> str:
+    """'new', 'file' (a regular file to replace) or 'stream' (a device or FIFO written through)."""
+    name = str(path)
+    for other in protect:
+        try:
+            if os.path.samefile(path, other):
+                raise KvcalcError(f"{name!r} is the file kvcalc reads ({str(other)!r}); give another output file")
+        except OSError:
+            pass
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        folder = path.parent if str(path.parent) else Path(".")
+        if not folder.is_dir():
+            raise KvcalcError(f"folder {str(folder)!r} does not exist") from None
+        return "new"
+    except OSError as exc:
+        raise _write_error(path, exc) from None
+    if stat.S_ISLNK(st.st_mode):
+        # followed only to a character device or a FIFO (/dev/stdout, a pipe), written through;
+        # a link to a file is refused: renaming over it would replace the link, writing through
+        # it would change a file the command line did not name
+        try:
+            target = os.stat(path)
+        except OSError:
+            target = None
+        if target is not None and (stat.S_ISCHR(target.st_mode) or stat.S_ISFIFO(target.st_mode)):
+            return "stream"
+        raise KvcalcError(f"{name!r} is a symbolic link; kvcalc replaces only regular files: give the file it points to")
+    if stat.S_ISDIR(st.st_mode):
+        raise KvcalcError(f"{name!r} is a folder; give a file name")
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+        return "stream"
+    if not stat.S_ISREG(st.st_mode):
+        raise KvcalcError(f"{name!r} is not a regular file, a character device or a FIFO; give a file name")
+    if not force:
+        raise KvcalcError(f"{name!r} exists; pass --force to replace it")
+    return "file"
+
+
+def _write_error(path: Path, exc: OSError) -> KvcalcError:
+    return KvcalcError(f"cannot write {str(path)!r}: {exc.strerror or exc}")
+
+
+def _write_temp(path: Path, text: str) -> str:
+    """A temporary file beside ``path`` holding ``text``, with the mode the output will have."""
     import tempfile  # only writers pay for it (it imports random and shutil)
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise _write_error(path, exc) from None
     try:
         # mkstemp makes 0600 files; a report keeps the old file's mode, or the umask's default
         try:
-            mode = path.stat().st_mode & 0o777
+            mode = os.lstat(path).st_mode & 0o777
         except OSError:
             umask = os.umask(0)
             os.umask(umask)
             mode = 0o666 & ~umask
         os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise _write_error(path, exc) from None
         raise
+    return tmp
+
+
+def _write_stream(path: Path, text: str) -> None:
+    """Write through a character device or a FIFO (no reader: an error, not a hang)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise KvcalcError(f"cannot write {str(path)!r}: it is a FIFO nobody reads") from None
+        raise _write_error(path, exc) from None
+    try:
+        os.set_blocking(fd, True)
+        data = text.encode("utf-8", errors="surrogateescape")
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError as exc:
+        raise _write_error(path, exc) from None
+    finally:
+        os.close(fd)

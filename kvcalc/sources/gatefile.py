@@ -48,11 +48,10 @@ class GateSourceError(KvcalcError):
 
 def read_gate_file(path: str | Path) -> tuple[str, str]:
     """The text of a gate file and the name to report it by ('-' reads standard input)."""
-    import sys
 
     name = str(path)
     if name == "-":
-        return sys.stdin.read(), "<stdin>"
+        return _read_stdin(), "<stdin>"
     p = Path(path)
     try:
         if p.is_dir():
@@ -71,6 +70,25 @@ def read_gate_file(path: str | Path) -> tuple[str, str]:
         return raw.decode("utf-8-sig"), name
     except UnicodeDecodeError as exc:
         raise GateSourceError(name, [Flaw(f"is not UTF-8 text (byte {exc.start})")]) from None
+
+
+def _read_stdin() -> str:
+    """Standard input, at most MAX_FILE_BYTES of it (``< /dev/zero`` stops there), as UTF-8."""
+    import sys
+
+    stream = getattr(sys.stdin, "buffer", None)
+    try:
+        raw = stream.read(MAX_FILE_BYTES + 1) if stream is not None else sys.stdin.read(MAX_FILE_BYTES + 1).encode()
+    except (OSError, ValueError) as exc:
+        raise GateSourceError("<stdin>", [Flaw(f"cannot be read: {getattr(exc, 'strerror', None) or exc}")]) from None
+    except UnicodeDecodeError as exc:
+        raise GateSourceError("<stdin>", [Flaw(f"is not UTF-8 text (byte {exc.start})")]) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise GateSourceError("<stdin>", [Flaw(f"holds more than {MAX_FILE_BYTES} bytes; a gate file is a few KiB")])
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise GateSourceError("<stdin>", [Flaw(f"is not UTF-8 text (byte {exc.start})")]) from None
 
 
 def example() -> str:

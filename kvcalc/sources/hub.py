@@ -9,11 +9,14 @@ Network calls, in order:
 1. ``HEAD {endpoint}/{repo}/resolve/{revision}/config.json`` with no retries (huggingface_hub's
    own download retries a dead network for minutes when nothing is cached); it names the
    commit and maps repo / gate / revision errors;
-2. ``hf_hub_download`` of config.json (or of a Mistral-format ``params.json``), into the
-   standard cache, so ``HF_HUB_OFFLINE=1`` serves it later;
-3. ``HfApi.get_safetensors_metadata`` at that commit (range requests for the headers). Its
-   summary is kept in kvcalc's cache keyed by the commit, which never changes, so an offline
-   run shows the same exact figures.
+2. a GET of config.json (or of a Mistral-format ``params.json``) bounded in size and time while
+   it downloads (``kvcalc.sources.hubfetch``), stored in the standard Hub cache so
+   ``HF_HUB_OFFLINE=1`` serves it later;
+3. the safetensors index the same way, then ``HfApi.get_safetensors_metadata`` at that commit
+   (range requests for the headers; every header value checked). Its summary is kept in
+   kvcalc's cache keyed by the commit, which never changes, so an offline run shows the same
+   exact figures.
+The revision is checked (a branch, tag or commit name) before any of them.
 With ``HF_HUB_OFFLINE=1`` only the caches are read.
 """
 
@@ -27,35 +30,16 @@ from typing import Any
 
 from kvcalc.core.record import record
 from kvcalc.errors import ConfigError
+from kvcalc.sources.hubdata import (  # noqa: F401 - re-exported: the pure helpers live in hubdata
+    MAX_CHECKPOINT_BYTES,
+    SAFETENSORS_DTYPE_BITS,
+    checkpoint_facts,
+    config_from_mistral_params,
+)
 
 CONFIG_NAME = "config.json"
 MISTRAL_CONFIG_NAME = "params.json"
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
-
-# bits per element of each safetensors dtype (the safetensors format's Dtype list)
-SAFETENSORS_DTYPE_BITS: dict[str, int] = {
-    "BOOL": 8,
-    "U8": 8,
-    "I8": 8,
-    "F8_E5M2": 8,
-    "F8_E4M3": 8,
-    "F8_E8M0": 8,
-    "F4": 4,
-    "F6_E2M3": 6,
-    "F6_E3M2": 6,
-    "I16": 16,
-    "U16": 16,
-    "F16": 16,
-    "BF16": 16,
-    "I32": 32,
-    "U32": 32,
-    "F32": 32,
-    "I64": 64,
-    "U64": 64,
-    "F64": 64,
-    "C64": 64,
-}
-
 
 # --------------------------------------------------------------------------- entry point
 
@@ -103,10 +87,34 @@ def model_type(cfg: Any) -> str:
 # --------------------------------------------------------------------------- the Hub session
 
 
+# huggingface_hub reads these when imported and fails on a value that is not a number
+_NUMERIC_ENV = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")
+
+
+def _check_environment() -> None:
+    for name in _NUMERIC_ENV:
+        value = os.environ.get(name)
+        if value is None:
+            continue
+        try:
+            ok = 0 < float(value) < 1e6
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"environment variable {name}={value[:40]!r} must be a number of seconds, like 10")
+
+
 class _Hub:
     def __init__(self, repo_id: str, revision: str | None) -> None:
-        _quiet_huggingface_hub()
-        from huggingface_hub import constants
+        from kvcalc.sources.hubdata import check_revision
+
+        revision = check_revision(revision)  # before any Hub call: it becomes a path in the cache
+        _check_environment()
+        try:
+            _quiet_huggingface_hub()
+            from huggingface_hub import constants
+        except (ValueError, TypeError) as exc:  # an HF_* variable it cannot read
+            raise ConfigError(f"huggingface_hub cannot start: {_one_line(exc)}; check the HF_* environment variables") from None
 
         self.repo_id = repo_id
         self.revision = revision or constants.DEFAULT_REVISION
@@ -164,7 +172,7 @@ class _Hub:
 
     def _fetch(self, filename: str) -> Path | None:
         """The file's cache path, after a HEAD without retries; None when the repo lacks it."""
-        from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
+        from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
         from huggingface_hub.errors import (
             EntryNotFoundError,
             FileMetadataError,
@@ -178,17 +186,8 @@ class _Hub:
 
         try:
             url = hf_hub_url(self.repo_id, filename, revision=self.revision)
-            get_hf_file_metadata(url, timeout=constants.HF_HUB_ETAG_TIMEOUT)
-            return Path(
-                hf_hub_download(
-                    self.repo_id,
-                    filename,
-                    revision=self.revision,
-                    etag_timeout=constants.HF_HUB_ETAG_TIMEOUT,
-                    library_name="kvcalc",
-                    library_version=_version(),
-                )
-            )
+            meta = get_hf_file_metadata(url, timeout=constants.HF_HUB_ETAG_TIMEOUT)
+            return self._download(url, meta, filename)
         except HFValidationError as exc:
             raise ConfigError(f"{self.repo_id!r} is not a valid Hub repo id: {_one_line(exc)}") from None
         except RevisionNotFoundError:
@@ -239,6 +238,36 @@ class _Hub:
             ) from None
         except OSError as exc:
             raise ConfigError(f"{filename} of Hub repo {self.label} could not be stored: {_one_line(exc)}") from None
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            # an answer huggingface_hub cannot use: a '../' commit id, a malformed header
+            raise ConfigError(
+                f"the Hub at {self.endpoint} answered {self.label} {filename} with something kvcalc cannot use "
+                f"({type(exc).__name__}: {_one_line(exc)[:120]}); check HF_ENDPOINT and any proxy"
+            ) from None
+
+    def _download(self, url: str, meta: Any, filename: str) -> Path:
+        """config.json into the Hub cache, bounded in size and time while it downloads
+        (``kvcalc.sources.hubfetch``); the cached copy when the commit's file is there."""
+        from urllib.parse import urlsplit
+
+        from huggingface_hub import constants
+        from huggingface_hub.utils import build_hf_headers
+
+        from kvcalc.sources import hubfetch
+
+        what = f"{filename} of Hub repo {self.label}"
+        commit, etag = hubfetch.checked_ids(meta.commit_hash, meta.etag, what)
+        if isinstance(meta.size, int) and meta.size > hubfetch.MAX_FILE_BYTES:
+            raise ConfigError(f"{what} is {meta.size} bytes; that is not a config (limit {hubfetch.MAX_FILE_BYTES} bytes)")
+        hit = hubfetch.cached_pointer(self.cache_dir, self.repo_id, commit, filename)
+        if hit is not None:
+            return hit
+        headers = build_hf_headers(library_name="kvcalc", library_version=_version())
+        target = meta.location or url
+        if urlsplit(target).netloc != urlsplit(url).netloc:  # a CDN: the token stays with the Hub
+            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+        data = hubfetch.download(target, headers, read_timeout=float(constants.HF_HUB_DOWNLOAD_TIMEOUT), label=what)
+        return hubfetch.store(self.cache_dir, self.repo_id, self.revision, commit, etag, filename, data)
 
     def _fallback(self, filename: str, why: str) -> Path | None:
         cached = self._cached(filename)
@@ -294,6 +323,7 @@ class _Hub:
         from huggingface_hub.errors import HfHubHTTPError, NotASafetensorsRepoError, SafetensorsParsingError
 
         api = HfApi(library_name="kvcalc", library_version=_version())
+        self._prefetch_index(label)
         try:
             try:
                 meta = api.get_safetensors_metadata(self.repo_id, revision=self.commit)
@@ -309,7 +339,32 @@ class _Hub:
             raise _Unavailable(f"the safetensors headers of {label} could not be parsed ({_one_line(exc)})", final=True) from None
         except (*_transport_errors(), HfHubHTTPError, OSError) as exc:
             raise _Unavailable(f"the safetensors metadata of {label} could not be read ({type(exc).__name__})") from None
-        return checkpoint_facts(files, f"safetensors metadata of {label}")
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError) as exc:
+            # huggingface_hub trusts the headers' shapes: lists, strings, deep nesting break it
+            raise _Unavailable(f"the safetensors headers of {label} are malformed ({type(exc).__name__})", final=True) from None
+        try:
+            return checkpoint_facts(files, f"safetensors metadata of {label}")
+        except ValueError as exc:
+            raise _Unavailable(f"the safetensors headers of {label} are malformed ({_one_line(exc)})", final=True) from None
+
+
+    def _prefetch_index(self, label: str) -> None:
+        """The safetensors index, downloaded bounded (``_download``) before huggingface_hub asks
+        for it: at a commit it then reads the cached copy instead of an unbounded download."""
+        from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
+        from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
+
+        name = "model.safetensors.index.json"
+        try:
+            url = hf_hub_url(self.repo_id, name, revision=self.commit)
+            meta = get_hf_file_metadata(url, timeout=constants.HF_HUB_ETAG_TIMEOUT)
+            self._download(url, meta, name)
+        except EntryNotFoundError:
+            return
+        except ConfigError as exc:
+            raise _Unavailable(f"the safetensors index of {label} was not read ({exc.message})", final=False) from None
+        except (*_transport_errors(), HfHubHTTPError, OSError, ValueError) as exc:
+            raise _Unavailable(f"the safetensors index of {label} could not be read ({type(exc).__name__})") from None
 
 
 class _Unavailable(Exception):
@@ -319,88 +374,6 @@ class _Unavailable(Exception):
 
 
 # --------------------------------------------------------------------------- pure helpers
-
-
-def checkpoint_facts(files_metadata: dict, source: str) -> dict:
-    """Parameter count and weight bytes, in total and per dtype, from safetensors headers.
-
-    ``files_metadata``: file name -> object with ``.tensors`` (name -> object with ``.dtype``,
-    ``.shape``, ``.data_offsets``), as huggingface_hub's SafetensorsFileMetadata.
-    Bytes are the element count times the dtype's size; a dtype kvcalc does not know is
-    counted by its data offsets (what the file stores).
-    """
-    params: dict[str, int] = {}
-    nbytes: dict[str, int] = {}
-    for file_meta in files_metadata.values():
-        for tensor in file_meta.tensors.values():
-            count = 1
-            for dim in tensor.shape:
-                count *= int(dim)
-            dtype = str(tensor.dtype)
-            bits = SAFETENSORS_DTYPE_BITS.get(dtype)
-            if bits is not None:
-                size = (count * bits + 7) // 8
-            else:
-                start, end = tensor.data_offsets
-                size = int(end) - int(start)
-            params[dtype] = params.get(dtype, 0) + count
-            nbytes[dtype] = nbytes.get(dtype, 0) + size
-    return {
-        "parameters": sum(params.values()),
-        "bytes": sum(nbytes.values()),
-        "parameters_by_dtype": dict(sorted(params.items())),
-        "bytes_by_dtype": dict(sorted(nbytes.items())),
-        "files": len(files_metadata),
-        "source": source,
-    }
-
-
-# vLLM's MistralConfigParser / adapt_config_dict: params.json name -> Hugging Face name
-_MISTRAL_NAMES = {
-    "dim": "hidden_size",
-    "norm_eps": "rms_norm_eps",
-    "n_kv_heads": "num_key_value_heads",
-    "n_layers": "num_hidden_layers",
-    "n_heads": "num_attention_heads",
-    "hidden_dim": "intermediate_size",
-}
-_FLOAT_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
-
-
-def config_from_mistral_params(params: dict, checkpoint: dict | None, *, where: str) -> dict:
-    """A Mistral-format params.json as the Hugging Face config vLLM builds from it (dense models)."""
-    if params.get("qk_nope_head_dim") or (isinstance(params.get("moe"), dict) and params["moe"].get("num_shared_experts")):
-        raise ConfigError(f"{where} describes an MLA model (Mistral Large 3 style); kvcalc reads only its config.json")
-    if params.get("model_type") == "mamba":
-        raise ConfigError(f"{where} describes a Mamba model; kvcalc does not read Mistral-format Mamba configs")
-    for needed in ("n_layers", "n_heads", "dim"):
-        value = params.get(needed)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{where} field {needed!r} must be a positive integer (needed to size the KV cache), got {value!r}")
-    cfg: dict[str, Any] = {"model_type": "mistral", "architectures": ["MistralForCausalLM"]}
-    for key, value in params.items():
-        cfg[_MISTRAL_NAMES.get(key, key)] = value
-    # vLLM: max_position_embeddings from params.json, else from the repo's config.json, else 128000
-    cfg.setdefault("max_position_embeddings", 128_000)
-    cfg.setdefault("max_seq_len", cfg["max_position_embeddings"])
-    sw = cfg.get("sliding_window")
-    if isinstance(sw, list):
-        n = cfg["num_hidden_layers"]
-        if not sw or n % len(sw):
-            raise ConfigError(f"{where} 'sliding_window' list of {len(sw)} entries does not tile {n} layers")
-        windows = {w for w in sw if w is not None}
-        if len(windows) > 1:
-            raise ConfigError(f"{where} 'sliding_window' mixes windows {sorted(windows)}; vLLM takes one")
-        cfg["layer_types"] = ["full_attention" if w is None else "sliding_attention" for w in sw * (n // len(sw))]
-        cfg["sliding_window"] = next(iter(windows), None)
-    elif isinstance(sw, int) and sw > 0 and cfg.get("layer_types") is None:
-        cfg["layer_types"] = ["sliding_attention"] * cfg["num_hidden_layers"]
-    if cfg.get("dtype") is None and checkpoint:
-        # vLLM infers the dtype from the consolidated safetensors: the common (promoted) float dtype
-        floats = [_FLOAT_DTYPES[d] for d in checkpoint.get("parameters_by_dtype", {}) if d in _FLOAT_DTYPES]
-        if floats:
-            cfg["dtype"] = floats[0] if len(set(floats)) == 1 else "float32"
-    return cfg
 
 
 def _checkpoint_cache_path(repo_id: str, commit: str) -> Path | None:
@@ -445,6 +418,10 @@ def _transport_errors(*, timeouts: bool = False) -> tuple[type[BaseException], .
         found.append(getattr(mod, timeout))
         if not timeouts:
             found.append(getattr(mod, transport))
+            # redirect loops, invalid URLs: every request error of the client
+            for extra in ("TooManyRedirects", "RequestError", "InvalidURL"):  # not HTTPError: HfHubHTTPError is one
+                if isinstance(getattr(mod, extra, None), type):
+                    found.append(getattr(mod, extra))
     return tuple(found)
 
 

@@ -12,6 +12,7 @@ from kvcalc.errors import ConfigError
 from kvcalc.sources import presets
 from kvcalc.sources.config import spec_from_config
 from kvcalc.sources.files import read_json_file
+from kvcalc.sources.hubdata import check_revision
 
 HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 
@@ -29,13 +30,38 @@ class Resolved:
 
 
 def looks_like_path(text: str) -> bool:
-    return text.endswith(".json") or text.startswith((".", "/", "~")) or "\\" in text or Path(text).exists()
+    if text.endswith(".json") or text.startswith((".", "/", "~")) or "\\" in text:
+        return True
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):  # a name too long for a path (ENAMETOOLONG), a NUL byte
+        return False
+
+
+def _local_config(text: str) -> Path:
+    """The config.json a path names (a folder: its config.json); one-line errors."""
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # ~unknownuser/config.json
+        raise ConfigError(f"cannot expand {text!r}: no such user's home folder") from None
+    try:
+        if path.is_dir():
+            inner = path / "config.json"
+            if not inner.is_file():
+                raise ConfigError(f"folder {text!r} holds no config.json")
+            return inner
+        if not path.exists():
+            raise ConfigError(f"no file {text!r}, and it is not a preset name (see: kvcalc presets){did_you_mean(text)}")
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {text!r}: {getattr(exc, 'strerror', None) or exc}") from None
+    return path
 
 
 def resolve(model: str, *, revision: str | None = None) -> Resolved:
     if not isinstance(model, str) or not model.strip():
         raise ConfigError("MODEL is empty; give a preset name (kvcalc presets), a config.json path or a Hub repo id")
     text = model.strip()
+    revision = check_revision(revision)
     if revision is not None and not HUB_ID_RE.match(text) and not looks_like_path(text):
         hit = presets.find(text)
         if hit is not None:
@@ -53,14 +79,7 @@ def resolve(model: str, *, revision: str | None = None) -> Resolved:
             spec = spec_from_config(record["config"], name=hit.name, source=source)
             return Resolved(spec, record["config"], "preset", source, record.get("checkpoint"), record)
     if looks_like_path(text):
-        path = Path(text).expanduser()
-        if path.is_dir():
-            inner = path / "config.json"
-            if not inner.is_file():
-                raise ConfigError(f"folder {text!r} holds no config.json")
-            path = inner
-        elif not path.exists():
-            raise ConfigError(f"no file {text!r}, and it is not a preset name (see: kvcalc presets){did_you_mean(text)}")
+        path = _local_config(text)
         cfg = read_json_file(path)
         if not isinstance(cfg, dict):
             raise ConfigError(f"config file {str(path)!r} must hold a JSON object")
