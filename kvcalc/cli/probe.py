@@ -116,25 +116,38 @@ def probe(
                 probe_log(resolved, settings, from_vllm_log, vllm_version_given=vllm_version, tp_given=tp is not None,
                           pp_given=pp is not None, kv_dtype_given=kv_dtype is not None)
             )
-    if alloc or not (model_cache or engine or from_vllm_log or from_sglang_log):
+    report.checks.extend(_device_checks(
+        resolved, settings, alloc=alloc or not (model_cache or engine or from_vllm_log or from_sglang_log),
+        model_cache=model_cache, engine=engine, device=device, layers=layers, blocks=blocks, tokens=tokens,
+        pp_rank=pp_rank, prompt=prompt, gen=gen,
+    ))
+    o.emit(render_probe(fmt, report, u))
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)
+
+
+def _device_checks(resolved: Any, settings: Settings, *, alloc: bool, model_cache: bool, engine: str | None,
+                   device: str, layers: Any, blocks: int | None, tokens: int | None, pp_rank: int | None,
+                   prompt: int | None, gen: int | None) -> list[Any]:
+    """The checks that run something: the pool allocated, the model's own cache, the engine."""
+    checks = []
+    if alloc:
         from kvcalc.probe.alloc import probe_allocation
 
         with o.status("probe: allocating the KV cache tensors"):
-            report.checks.append(probe_allocation(resolved, settings, device=device, layers=layers, blocks=blocks,
-                                                  tokens=tokens, pp_rank=pp_rank))
+            checks.append(probe_allocation(resolved, settings, device=device, layers=layers, blocks=blocks,
+                                           tokens=tokens, pp_rank=pp_rank))
     if model_cache:
         from kvcalc.probe.model_cache import probe_model_cache
 
         with o.status("probe: running the model's cache (transformers)"):
-            report.checks.append(probe_model_cache(resolved, settings, layers=layers, prompt=prompt, gen=gen, device=device))
+            checks.append(probe_model_cache(resolved, settings, layers=layers, prompt=prompt, gen=gen, device=device))
     if engine:
         from kvcalc.probe.engine import probe_engine
 
         with o.status("probe: starting vLLM"):
-            report.checks.append(probe_engine(resolved, settings, engine=engine))
-    o.emit(render_probe(fmt, report, u))
-    if report.exit_code:
-        raise typer.Exit(report.exit_code)
+            checks.append(probe_engine(resolved, settings, engine=engine))
+    return checks
 
 
 def _sglang_log_check(resolved: Any, settings: Settings, path: str, version: str | None, given: dict[str, Any]) -> Any:
@@ -155,10 +168,12 @@ def _which_log(path: str, vllm: str | None, sglang: str | None) -> tuple[str | N
 
     if vllm or sglang:
         raise KvcalcError("--from-log replaces --from-vllm-log / --from-sglang-log: give one of them")
-    try:
-        text = Path(path).expanduser().read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise KvcalcError(f"--from-log: cannot read {path!r}: {exc.strerror or exc}") from None
+    from kvcalc.sources.files import read_limited
+
+    try:  # bounded as the log checks read: a FIFO or /dev/zero is no log
+        text = read_limited(Path(path).expanduser(), 32 << 20, "--from-log").decode("utf-8", errors="replace")
+    except (OSError, RuntimeError) as exc:
+        raise KvcalcError(f"--from-log: cannot read {path!r}: {getattr(exc, 'strerror', None) or exc}") from None
     return (None, path) if looks_like_sglang(text) else (path, None)
 
 

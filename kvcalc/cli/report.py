@@ -102,7 +102,7 @@ def report(
         targets.append(output)
         if fmt == "markdown" and not no_charts:
             stem = output.stem
-            from kvcalc.render.report import CHART_SLUGS
+            from kvcalc.render.report_charts import CHART_SLUGS
 
             targets += [output.with_name(f"{stem}-{s}.svg") for s in CHART_SLUGS]
         read = tuple(Path(m) for m in models if _is_file(m))  # a config the report reads is never its output
