@@ -147,7 +147,7 @@ def test_hostile_deployment_names_in_every_gate_format(name):
     human = [
         render("table", rg.gate_payload(report), rg.gate_document(report)),
         rg.markdown_summary(report),
-        "\n".join(rg.annotations(report)),
+        "\n".join(rg.github_annotations(report)),
         rg.junit_xml(report),
     ]
     for out in human:

@@ -231,26 +231,26 @@ def check_sort(key: str | None) -> str | None:
 def compare(
     models: list[ModelInput],
     base: Settings,
-    sweeps: dict[str, tuple[Any, ...]] | None = None,
+    sweeps: dict[str, tuple[Any, ...] | None] | None = None,
     attention: tuple[str, ...] | None = None,
     sort: str | None = None,
 ) -> Comparison:
     """Every row of the comparison. ``sweeps`` maps Settings names to their values."""
     if not models:
         raise KvcalcError("give at least one MODEL to compare")
-    sweeps = {k: v for k, v in (sweeps or {}).items() if v is not None}
-    for k in sweeps:
+    given: dict[str, tuple[Any, ...]] = {k: v for k, v in (sweeps or {}).items() if v is not None}
+    for k in given:
         if k not in SWEEP_FLAGS:  # pragma: no cover - the CLI only passes known names
             raise KvcalcError(f"{k} cannot be swept; list flags: {', '.join(f for f, _ in SWEEP_FLAGS.values())}")
-    keys = [k for k in SWEEP_FLAGS if k in sweeps]
-    varying = tuple(k for k in keys if len(sweeps[k]) > 1)
-    count = len(models) * max(1, len(attention or ())) * math.prod(len(sweeps[k]) for k in keys)
+    keys = [k for k in SWEEP_FLAGS if k in given]
+    varying = tuple(k for k in keys if len(given[k]) > 1)
+    count = len(models) * max(1, len(attention or ())) * math.prod(len(given[k]) for k in keys)
     if count > MAX_COMPARE_ROWS:  # checked before the product is built: every row is an evaluation
         raise KvcalcError(
-            f"the comparison would have {count:,} rows ({' x '.join(str(len(sweeps[k])) for k in keys) or '1'} "
+            f"the comparison would have {count:,} rows ({' x '.join(str(len(given[k])) for k in keys) or '1'} "
             f"values per model); kvcalc compares at most {MAX_COMPARE_ROWS:,}: sweep fewer values"
         )
-    combos = list(itertools.product(*(sweeps[k] for k in keys)))
+    combos = list(itertools.product(*(given[k] for k in keys)))
     sort = check_sort(sort)
 
     rows: list[Row] = []
@@ -289,7 +289,7 @@ def compare(
         raise KvcalcError(f"no row of the comparison can be computed; {first.label(varying)}: {first.error}")
     if sort is not None:
         rows = _sorted(rows, sort)
-    return Comparison(rows, sweeps, varying, attention, sort, [m.given for m in models])
+    return Comparison(rows, given, varying, attention, sort, [m.given for m in models])
 
 
 def _payload_ratios(model: ModelSpec, rows: list[Row]) -> None:

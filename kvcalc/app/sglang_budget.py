@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.budget import _gpu_total, _overhead, _weights
+from kvcalc.app.budget import _gpu_total, _size, _weights
 from kvcalc.app.settings import Settings
 from kvcalc.core.footprint import CacheSettings, stage_specs
 from kvcalc.core.model import ModelSpec
@@ -25,7 +25,7 @@ from kvcalc.core.sglang import (
     rules_for,
 )
 from kvcalc.core.sglang_pool import SglangInputs, SglangPool, sglang_pool
-from kvcalc.core.units import parse_size
+from kvcalc.core.units import figure, parse_size
 from kvcalc.errors import PlanError, named
 
 # kvcalc dtype names SGLang's --kv-cache-dtype accepts (auto is the model dtype, as vLLM)
@@ -96,13 +96,14 @@ def _free_memory(
 
 def _preload_overhead(s: Settings, plan: ParallelPlan) -> tuple[int, str]:
     """Memory in use when SGLang measures P: CUDA context, cuBLAS, NCCL and custom all-reduce buffers."""
-    if s.overhead_bytes is not None:
-        return _overhead(s, plan)
+    given = _size(s.overhead_bytes, named("overhead_bytes"))
+    if given is not None:
+        return given, "--overhead-bytes"
     ranks = plan.tp * plan.pp
     over = 3 * GIB if ranks >= 8 else 870 * MIB
     return over, (
-        f"estimate: {over // MIB} MiB in use before the weights ({'8+' if ranks >= 8 else 'up to 4'} ranks; the pre-load "
-        "figures of the SGLang logs in tests/data/sglang-logs); pass --overhead-bytes or --free-before-weights"
+        f"estimate: {figure(over)} in use before the weights ({'8+' if ranks >= 8 else 'up to 4'} ranks; the pre-load "
+        "figures of public SGLang launch logs); pass --overhead-bytes or --free-before-weights"
     )
 
 

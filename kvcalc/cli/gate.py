@@ -157,7 +157,7 @@ def gate(
     o.emit(render(fmt, rg.gate_payload(report, u), None if fmt == "json" else rg.gate_document(report, u)))
     _EMITTED[0] = True
     md = rg.markdown_summary(report, u)
-    _annotate(rg.annotations(report, u), to_stderr=fmt == "json")
+    _annotate(rg.github_annotations(report, u), to_stderr=fmt == "json")
     if report.problems:
         _stderr([p.text(report.path) for p in report.problems])
     files = [(p, rg.junit_xml(report, u) if flag == "--junit" else md) for p, flag in outputs]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -29,7 +29,7 @@ def list_presets(ctx: typer.Context, format: o.Format = "table") -> None:
     from kvcalc.sources.presets import all_presets
 
     fmt = o.check_format(format)
-    rows = []
+    rows: list[dict[str, Any]] = []
     per_token = []  # one human figure per row; the JSON keeps bytes_per_token
     skipped: list[str] = []
     for name, p in sorted(all_presets().items()):
@@ -150,7 +150,7 @@ def import_preset(
     payload = {"name": key, "path": str(path), "hub_id": text, "source": record["source"],
                "checkpoint": resolved.checkpoint, "notes": list(resolved.spec.notes)}
     doc = Document(f"saved user preset {key}")
-    doc.facts = [("file", str(path)), ("source", record["source"])]
+    doc.facts = [("file", str(path)), ("source", str(record["source"]))]
     if resolved.checkpoint is not None:
         ck = resolved.checkpoint
         doc.facts.append(("checkpoint", f"{ck['parameters']} parameters, {ck['bytes']} B ({ck['source']})"))

@@ -121,7 +121,8 @@ def report(
         finish()
 
     if fmt == "json":
-        text, files = to_json(report_payload(rep)), {}
+        files: dict[str, str] = {}
+        text = to_json(report_payload(rep))
     else:
         text, files = render_report(rep, fmt, stem=stem, with_charts=not no_charts, units=u)
     if output is None:

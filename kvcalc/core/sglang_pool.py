@@ -28,7 +28,7 @@ from kvcalc.core.sglang import (
     Line,
     max_running_requests,
 )
-from kvcalc.core.specs import MambaSpec, cdiv
+from kvcalc.core.specs import AttentionSpec, MambaSpec, cdiv
 from kvcalc.errors import PlanError, named
 
 if TYPE_CHECKING:  # mypy reads records as the frozen dataclasses they behave as
@@ -159,6 +159,7 @@ def stage_cell(st: StageSpecs, line: Line, split: bool) -> StageCell:
         if layer.kind == "mla":
             k[pool] += s.bytes_per_token
             continue
+        assert isinstance(s, AttentionSpec)  # every spec but mamba's is an attention spec
         k[pool] += s.num_kv_heads * s.head_size * s.dtype_bytes
         v[pool] += s.num_kv_heads * (s.head_size_v if line.v_head else s.head_size) * s.dtype_bytes
     return StageCell(k["full"], v["full"], k["swa"], v["swa"], n["full"], n["swa"], state)

@@ -32,7 +32,7 @@ import gc
 from typing import Any
 
 from kvcalc.app.probe_report import AllocFacts, Check, Row
-from kvcalc.core.specs import AttentionSpec, cdiv
+from kvcalc.core.specs import AttentionSpec, MambaSpec, cdiv
 from kvcalc.probe import env
 from kvcalc.probe.layout import AllocPlan, LayerPlan, plan_allocation
 
@@ -114,6 +114,7 @@ def _views(torch: Any, buf: Any, plan: AllocPlan, notes: list[str]) -> list[tupl
             dt = kv_dt if C % kv_dt.itemsize == 0 else torch.uint8
             out.append((lp, [raw.view(dt)]))
         else:  # mamba: one page of state tensors per block
+            assert isinstance(s, MambaSpec)
             tensors = []
             at = lp.offset
             for t in s.tensors:
@@ -337,6 +338,7 @@ def _rows(torch: Any, buf: Any, plan: AllocPlan, views: list[tuple[LayerPlan, li
             H, N, C = s.num_kv_heads, s.block_size, s.bytes_per_token // s.num_kv_heads
             want: list[tuple[int, ...]] = [(plan.num_blocks, H, N, C // tensors[0].element_size())]
         else:
+            assert isinstance(s, MambaSpec)
             want = [(plan.num_blocks, *t.shape) for t in s.tensors]
         got = [tuple(t.shape) for t in tensors]
         if [tuple(w) for w in want] != got:

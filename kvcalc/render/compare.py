@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvcalc.app.compare import SORT_KEYS, SWEEP_FLAGS, Comparison, Row, shapes
+from kvcalc.app.service import SizeResult
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table
 from kvcalc.render.pool import pool_payload
@@ -108,11 +109,11 @@ def _facts(c: Comparison, ok: list[Row], variants: bool) -> list[tuple[str, str]
     if fixed:
         doc.facts.append(("same for all rows", ", ".join(f"{SWEEP_FLAGS[k][0]} {c.sweeps[k][0]}" for k in fixed)))
     if ok:
-        first = ok[0].result
+        first = _res(ok[0])
         if not {"tokens", "batch"} & set(c.varying):
             doc.facts.append(("traffic", first.footprint.traffic.description))
         if "kv_dtype" not in c.varying:
-            kinds = sorted({r.result.footprint.cache.kv_dtype.name for r in ok})
+            kinds = sorted({_res(r).footprint.cache.kv_dtype.name for r in ok})
             doc.facts.append(("kv cache dtype", ", ".join(kinds)))
         doc.facts.append(("rules", ", ".join(dict.fromkeys(r.result.rules for r in ok if r.result is not None))))
     if variants:
@@ -123,15 +124,21 @@ def _facts(c: Comparison, ok: list[Row], variants: bool) -> list[tuple[str, str]
                 doc.facts.append(
                     ("payload ratio",
                      f"{':'.join(_short(r) for r in grp)} = {grp[0].payload_ratio} "
-                     f"(N_kv {', '.join(str(r.variant.num_kv_heads) for r in grp)})")
+                     f"(N_kv {', '.join(str(r.variant.num_kv_heads) for r in grp if r.variant is not None)})")
                 )
     doc.facts.append(("order", f"sorted by {SORT_KEYS[c.sort]}" if c.sort else "as given"))
     return doc.facts
 
 
+def _res(r: Row) -> SizeResult:
+    """The result of a row known to have one (the rows that evaluated)."""
+    assert r.result is not None
+    return r.result
+
+
 def _table(c: Comparison, ok: list[Row], variants: bool, multi_model: bool, units: str) -> Table:
     rows = c.rows
-    any_parallel = any(r.result.footprint.plan.ranks_per_replica > 1 for r in ok)
+    any_parallel = any(_res(r).footprint.plan.ranks_per_replica > 1 for r in ok)
     cols: list[str] = []
     if multi_model or not variants:
         cols.append("model")
@@ -184,7 +191,7 @@ def _notes(c: Comparison, variants: bool) -> list[str]:
         notes.append(CAPACITY_NOT_SPEED)
     replicated = [r for r in rows if r.replicated]
     if replicated:
-        r0 = replicated[0].result.footprint
+        r0 = _res(replicated[0]).footprint
         notes.append(
             f"rows marked 'replicated': TP is larger than the KV heads (e.g. TP {r0.plan.tp} > {r0.model.num_kv_heads}), "
             "so each rank holds a whole replicated KV head and the per-rank bytes stop shrinking"

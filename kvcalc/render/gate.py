@@ -358,7 +358,7 @@ def annotation(message: str, title: str, file: str | None = None, line: int | No
     return f"::error {','.join(props)}::{_escape_data(message)}"
 
 
-def annotations(report: GateReport, units: str = "iec") -> list[str]:
+def github_annotations(report: GateReport, units: str = "iec") -> list[str]:
     out = []
     for o in report.outcomes:
         if o.status == "fail":

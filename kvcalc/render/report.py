@@ -61,16 +61,16 @@ def _sweep_blocks(m: ModelReport, units: str) -> list[Block]:
     out.append(("h", 3, "Across KV cache dtypes"))
     dt = Table("", ["--kv-cache-dtype", "bytes per token", "per rank", "block-rounded per rank", "pool tokens",
                     "max concurrency", "fits"])
-    for row in m.dtypes:
-        if row.error:
-            dt.rows.append([row.label, "-", "-", "-", "-", "-", row.error])
+    for d in m.dtypes:
+        if d.error:
+            dt.rows.append([d.label, "-", "-", "-", "-", "-", d.error])
             continue
         dt.rows.append([
-            row.label, _b(row.bytes_per_token, units), _b(row.bytes_per_token_per_rank, units),
-            format_bytes(row.block_rounded_bytes_per_rank or 0, units),
-            f"{row.pool_tokens:,}" if row.pool_tokens is not None else "-",
-            f"{row.max_concurrency:.2f}x" if row.max_concurrency is not None else "-",
-            ("yes" if row.fits else "NO") if row.fits is not None else "-",
+            d.label, _b(d.bytes_per_token, units), _b(d.bytes_per_token_per_rank, units),
+            format_bytes(d.block_rounded_bytes_per_rank or 0, units),
+            f"{d.pool_tokens:,}" if d.pool_tokens is not None else "-",
+            f"{d.max_concurrency:.2f}x" if d.max_concurrency is not None else "-",
+            ("yes" if d.fits else "NO") if d.fits is not None else "-",
         ])
     out.append(("table", dt))
     return out

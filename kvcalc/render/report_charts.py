@@ -141,10 +141,8 @@ def dtype_chart(report: Report) -> Chart:
     series = []
     for m in report.models:
         by = {r.label.split(" ")[0]: r for r in m.dtypes}
-        series.append(S.BarSeries(m.name, [
-            None if c not in by or by[c].bytes_per_token_per_rank is None else by[c].bytes_per_token_per_rank / factor
-            for c in cats
-        ]))
+        per_rank = {c: by[c].bytes_per_token_per_rank if c in by else None for c in cats}
+        series.append(S.BarSeries(m.name, [None if (v := per_rank[c]) is None else v / factor for c in cats]))
     labels = []
     for c in cats:
         stored = {r.kv_dtype for m in report.models for r in m.dtypes if r.label.split(" ")[0] == c}

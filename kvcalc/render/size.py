@@ -193,7 +193,7 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
             )
         )
     slots = fp.allocated_tokens - fp.tokens
-    rows = [
+    rows: list[list[Any]] = [
         ["tokens", fp.tokens, f"{fp.allocated_tokens} slots ({slots} empty in last blocks)", "", ""],
         ["bytes per token", _b(fp.bytes_per_token, units), _b(fp.bytes_per_token_per_rank, units), "", ""],
         ["effective KV", _b(fp.logical.effective_bytes, units), _b(fp.effective_bytes_per_rank, units),

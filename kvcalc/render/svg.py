@@ -410,14 +410,14 @@ def line_chart(
                    f'stroke="{h.color}" stroke-width="2" stroke-dasharray="8 4"/>')
         out.append(_text(f.left + f.plot_w - 4, y_label_at, h.label, size=11, anchor="end",
                          color=h.color, halo=True, cls="hline-label"))
-    for i, s in enumerate(series):
-        color = s.color or PALETTE[i % len(PALETTE)]
-        coords = " ".join(f"{_n(f.px(x))},{_n(f.py(y))}" for x, y in s.points)
-        dash = ' stroke-dasharray="7 4"' if s.dashed else ""
-        out.append(f'<polyline class="series" data-name={quoteattr(s.name)} points="{coords}" fill="none" '
+    for i, line in enumerate(series):
+        color = line.color or PALETTE[i % len(PALETTE)]
+        coords = " ".join(f"{_n(f.px(x))},{_n(f.py(y))}" for x, y in line.points)
+        dash = ' stroke-dasharray="7 4"' if line.dashed else ""
+        out.append(f'<polyline class="series" data-name={quoteattr(line.name)} points="{coords}" fill="none" '
                    f'stroke="{color}" stroke-width="2.5" stroke-linejoin="round"{dash}/>')
-        if s.markers if s.markers is not None else len(s.points) <= 24:
-            for x, y in s.points:
+        if line.markers if line.markers is not None else len(line.points) <= 24:
+            for x, y in line.points:
                 out.append(f'<circle class="marker" cx="{_n(f.px(x))}" cy="{_n(f.py(y))}" r="3" fill="{color}"/>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

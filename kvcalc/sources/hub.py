@@ -210,7 +210,7 @@ class _Hub:
                 f"Hub repo {self.repo_id!r} was not found at {self.endpoint} (a private repo needs a token: "
                 "`hf auth login` or HF_TOKEN); a local config.json can be given by its path"
             ) from None
-        except (*_transport_errors(), OfflineModeIsEnabled) as exc:
+        except (*_transport_errors(), OfflineModeIsEnabled) as exc:  # type: ignore[misc]  # classes found at run time
             cached = self._fallback(filename, "the Hub could not be reached")
             if cached is not None:
                 return cached
@@ -337,7 +337,7 @@ class _Hub:
             raise _Unavailable(f"{label} has no safetensors weights", final=True) from None
         except SafetensorsParsingError as exc:
             raise _Unavailable(f"the safetensors headers of {label} could not be parsed ({_one_line(exc)})", final=True) from None
-        except (*_transport_errors(), HfHubHTTPError, OSError) as exc:
+        except (*_transport_errors(), HfHubHTTPError, OSError) as exc:  # type: ignore[misc]  # classes found at run time
             raise _Unavailable(f"the safetensors metadata of {label} could not be read ({type(exc).__name__})") from None
         except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError) as exc:
             # huggingface_hub trusts the headers' shapes: lists, strings, deep nesting break it
@@ -363,7 +363,7 @@ class _Hub:
             return
         except ConfigError as exc:
             raise _Unavailable(f"the safetensors index of {label} was not read ({exc.message})", final=False) from None
-        except (*_transport_errors(), HfHubHTTPError, OSError, ValueError) as exc:
+        except (*_transport_errors(), HfHubHTTPError, OSError, ValueError) as exc:  # type: ignore[misc]  # classes found at run time
             raise _Unavailable(f"the safetensors index of {label} could not be read ({type(exc).__name__})") from None
 
 
