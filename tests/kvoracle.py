@@ -94,3 +94,16 @@ def expected_bytes_per_token(original: dict, cfg: Any) -> int | str:
     except _Invalid:
         return REFUSE
     return 2 * layers * kv * head_dim * 2
+
+
+# fields the loader and the estimates read, present in few presets: mutations add them too
+EXTRA_KEYS = [
+    "sliding_window", "use_sliding_window", "max_window_layers", "sliding_window_pattern", "layer_types",
+    "attention_chunk_size", "no_rope_layers", "no_rope_layer_interval", "full_attention_interval", "attn_layer_period",
+    "attn_layer_offset", "head_dim", "hidden_size_per_head", "multi_query", "new_decoder_architecture",
+    "num_key_value_heads", "kv_lora_rank", "qk_rope_head_dim", "rope_scaling", "rope_parameters",
+    "max_position_embeddings", "model_max_length", "torch_dtype", "dtype", "model_type", "text_config",
+    "is_encoder_decoder", "num_nextn_predict_layers", "linear_num_value_heads", "mlp_only_layers",
+    "first_k_dense_replace", "expert_layer_period", "num_experts", "intermediate_size", "vocab_size",
+    "quantization_config", "tie_word_embeddings",
+]

@@ -64,9 +64,6 @@ def _shape(dims: list[Any]) -> str:
     return "[" + ",".join("T" if d is None else str(d) for d in dims) + "]"
 
 
-def _bytes(n: int, units: str) -> str:
-    return format_bytes(n, units)
-
 
 def _short(r: Row) -> str:
     """MHA, GQA, GQA-4, MQA: the variant's name for the ratio line."""
@@ -239,15 +236,15 @@ def _cell(col: str, r: Row, c: Comparison, units: str) -> Any:
         heads = max((x.kv_heads for x in fp.ranks), default=0)
         return f"{heads} (replicated)" if r.replicated else str(heads)
     if col == "bytes/token":
-        return _bytes(fp.bytes_per_token, units)
+        return format_bytes(fp.bytes_per_token, units)
     if col == "bytes/token/rank":
-        return _bytes(fp.bytes_per_token_per_rank, units)
+        return format_bytes(fp.bytes_per_token_per_rank, units)
     if col == "ratio":
         return "-" if r.payload_part is None else r.payload_part
     if col == "effective KV":
-        return _bytes(fp.logical.effective_bytes, units)
+        return format_bytes(fp.logical.effective_bytes, units)
     if col == "block-rounded KV":
-        return _bytes(fp.logical.block_rounded_bytes, units)
+        return format_bytes(fp.logical.block_rounded_bytes, units)
     if col in ("pool tokens", "max concurrency"):
         if res.pool is None:
             return "-"

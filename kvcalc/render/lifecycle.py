@@ -11,10 +11,6 @@ from kvcalc.render import Document, Table
 from kvcalc.words import plural
 
 
-def _b(n: int, units: str) -> str:
-    return format_bytes(n, units)
-
-
 def _group(g: SharedGroup) -> dict[str, Any]:
     return {
         "kind": g.kind,
@@ -109,7 +105,7 @@ def sharing_table(title: str, r: SharingReport, who: str, units: str) -> Table:
             own = sorted(set(g.own_blocks))
             own_s = str(own[0]) if len(own) == 1 else ", ".join(map(str, g.own_blocks[:8])) + (
                 " ..." if len(g.own_blocks) > 8 else "")
-            t.rows.append([i, g.kind, g.layers, _b(g.page_bytes, units), g.shared_blocks, _refs(g), own_s,
+            t.rows.append([i, g.kind, g.layers, format_bytes(g.page_bytes, units), g.shared_blocks, _refs(g), own_s,
                            g.blocks, g.unshared_blocks, format_bytes(g.bytes * r.copies, units)])
     return t
 
@@ -117,9 +113,9 @@ def sharing_table(title: str, r: SharingReport, who: str, units: str) -> Table:
 def _sharing_facts(r: SharingReport, shared: str, unshared: str, replica_unshared: str, units: str) -> list[tuple[str, str]]:
     """Per-rank and per-replica lines of a block-sharing report (beams, prefix caching)."""
     return [
-        ("per rank", f"{_b(r.bytes_per_rank, units)} {shared}; {_b(r.unshared_bytes_per_rank, units)} {unshared} "
-                     f"(saves {_b(r.saved_bytes_per_rank, units)})"),
-        ("per replica", f"{_b(r.bytes_per_replica, units)} ({replica_unshared} {_b(r.unshared_bytes_per_replica, units)})"),
+        ("per rank", f"{format_bytes(r.bytes_per_rank, units)} {shared}; {format_bytes(r.unshared_bytes_per_rank, units)} {unshared} "
+                     f"(saves {format_bytes(r.saved_bytes_per_rank, units)})"),
+        ("per replica", f"{format_bytes(r.bytes_per_replica, units)} ({replica_unshared} {format_bytes(r.unshared_bytes_per_replica, units)})"),
     ]
 
 
@@ -148,19 +144,19 @@ def _spec_section(spec: SpecReport, units: str) -> Document:
     sec.facts = [
         ("extra slots", f"{spec.extra_slots_per_request} positions per request during verification "
                         f"(T + 1 + {spec.extra_slots_per_request} instead of T + 1)"),
-        ("per rank", f"{_b(spec.per_rank('verify_bytes'), units)} during verification vs "
-                     f"{_b(spec.per_rank('decode_bytes'), units)} for a plain decode step: "
-                     f"{_b(spec.per_rank('extra_bytes'), units)} more at these lengths"),
-        ("worst case", f"{_b(spec.per_rank('worst_extra_bytes_per_request'), units)} more per request per rank "
+        ("per rank", f"{format_bytes(spec.per_rank('verify_bytes'), units)} during verification vs "
+                     f"{format_bytes(spec.per_rank('decode_bytes'), units)} for a plain decode step: "
+                     f"{format_bytes(spec.per_rank('extra_bytes'), units)} more at these lengths"),
+        ("worst case", f"{format_bytes(spec.per_rank('worst_extra_bytes_per_request'), units)} more per request per rank "
                        "(when a request's length ends on a block boundary)"),
-        ("per replica", f"{_b(spec.per_replica('extra_bytes'), units)} more"),
+        ("per replica", f"{format_bytes(spec.per_replica('extra_bytes'), units)} more"),
     ]
     t = Table("Blocks per layer, all requests",
               ["PP", "kind", "layers", "page (1 layer)", "decode step", "verification", "extra", "worst extra / request"],
               align=["r", "l", "r", "r", "r", "r", "r", "r"])
     for i, st in enumerate(spec.stages):
         for g in st:
-            t.rows.append([i, g.kind, g.layers, _b(g.page_bytes, units), g.decode_blocks, g.verify_blocks,
+            t.rows.append([i, g.kind, g.layers, format_bytes(g.page_bytes, units), g.decode_blocks, g.verify_blocks,
                            g.extra_blocks, g.worst_extra_blocks])
     sec.tables.append(t)
     sec.notes = [
@@ -193,12 +189,12 @@ def _prefix_section(prefix: tuple[SharingReport, dict], units: str) -> Document:
 
 
 def _offload_section(off: OffloadReport, units: str) -> Document:
-    sec = Document(f"CPU offload tier of {_b(off.cpu_bytes, units)} per replica")
+    sec = Document(f"CPU offload tier of {format_bytes(off.cpu_bytes, units)} per replica")
     sec.facts = [
         ("holds", f"{off.tokens} more tokens = {off.blocks} blocks x {off.block_size}"),
         ("arithmetic", f"{off.cpu_bytes} B // round_up({off.block_bytes_per_rank} B per block per rank x "
                        f"{off.ranks} ranks, 4096) = {off.cpu_bytes} // {off.chunk_bytes} = {off.blocks} blocks"),
-        ("per rank", f"{_b(off.cpu_bytes_per_rank, units)} of host memory at {_b(off.bytes_per_token_per_rank, units)} per token"),
+        ("per rank", f"{format_bytes(off.cpu_bytes_per_rank, units)} of host memory at {format_bytes(off.bytes_per_token_per_rank, units)} per token"),
     ]
     if off.gpu_pool_tokens:
         ratio = off.tokens / off.gpu_pool_tokens

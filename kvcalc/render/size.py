@@ -152,10 +152,6 @@ def formula(fp: Footprint, units: str = "iec") -> str:
     return f"sum over layer groups (below) = {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token, units)} per token"
 
 
-def _b(n: int, units: str) -> str:
-    """One human figure (``1.41 GiB``); the JSON keeps the exact integer."""
-    return format_bytes(n, units)
-
 
 def size_document(r: SizeResult, units: str = "iec") -> Document:
     fp = r.footprint
@@ -169,7 +165,7 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
     ]
     if r.checkpoint is not None:
         ck = r.checkpoint
-        doc.facts.append(("checkpoint", f"{ck['parameters']} parameters, {_b(ck['bytes'], units)} of weights "
+        doc.facts.append(("checkpoint", f"{ck['parameters']} parameters, {format_bytes(ck['bytes'], units)} of weights "
                                         f"({ck['source']})"))
     doc.facts += [
         ("kv cache dtype", f"{fp.cache.kv_dtype.name} ({fp.cache.kv_dtype.bytes} B per element)"),
@@ -177,7 +173,7 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
         ("per token", formula(fp, units) + " (whole model, one replica, no TP replication)"),
     ]
     if fp.state_bytes_per_request:
-        doc.facts.append(("state per request", f"{_b(fp.state_bytes_per_request, units)} (mamba / linear-attention layers)"))
+        doc.facts.append(("state per request", f"{format_bytes(fp.state_bytes_per_request, units)} (mamba / linear-attention layers)"))
     doc.facts.append(("traffic", fp.traffic.description))
     groups = layer_groups(fp)
     if len(groups) > 1 or groups[0]["kind"] not in ("full", "mla"):
@@ -187,7 +183,7 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
                 ["kind", "layers", "KV heads", "head size", "window", "per token per layer", "state per request per layer"],
                 [
                     [g["kind"], g["layers"], g["kv_heads"], g["head_size"], g["window"] or "-",
-                     _b(g["bytes_per_token_per_layer"], units), _b(g["state_bytes_per_request_per_layer"], units)]
+                     format_bytes(g["bytes_per_token_per_layer"], units), format_bytes(g["state_bytes_per_request_per_layer"], units)]
                     for g in groups
                 ],
             )
@@ -195,12 +191,12 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
     slots = fp.allocated_tokens - fp.tokens
     rows: list[list[Any]] = [
         ["tokens", fp.tokens, f"{fp.allocated_tokens} slots ({slots} empty in last blocks)", "", ""],
-        ["bytes per token", _b(fp.bytes_per_token, units), _b(fp.bytes_per_token_per_rank, units), "", ""],
-        ["effective KV", _b(fp.logical.effective_bytes, units), _b(fp.effective_bytes_per_rank, units),
-         _b(fp.replica_total("effective_bytes"), units), _b(fp.deployment_total("effective_bytes"), units)],
-        ["block-rounded KV", _b(fp.logical.block_rounded_bytes, units), _b(fp.block_rounded_bytes_per_rank, units),
-         _b(fp.replica_total("block_rounded_bytes"), units), _b(fp.deployment_total("block_rounded_bytes"), units)],
-        ["empty slots", _b(fp.logical.empty_slot_bytes, units), "", "", ""],
+        ["bytes per token", format_bytes(fp.bytes_per_token, units), format_bytes(fp.bytes_per_token_per_rank, units), "", ""],
+        ["effective KV", format_bytes(fp.logical.effective_bytes, units), format_bytes(fp.effective_bytes_per_rank, units),
+         format_bytes(fp.replica_total("effective_bytes"), units), format_bytes(fp.deployment_total("effective_bytes"), units)],
+        ["block-rounded KV", format_bytes(fp.logical.block_rounded_bytes, units), format_bytes(fp.block_rounded_bytes_per_rank, units),
+         format_bytes(fp.replica_total("block_rounded_bytes"), units), format_bytes(fp.deployment_total("block_rounded_bytes"), units)],
+        ["empty slots", format_bytes(fp.logical.empty_slot_bytes, units), "", "", ""],
     ]
     doc.tables.append(
         Table(
@@ -231,7 +227,7 @@ def ranks_table(fp: Footprint, units: str = "iec", limit: int = 64) -> Table:
         heads = f"{x.kv_heads} (replicated)" if x.replicated else str(x.kv_heads)
         t.rows.append(
             [x.global_rank, x.local_rank, x.dp_rank, x.pp_rank, x.tp_rank, f"[{x.layers[0]}, {x.layers[1]})", heads,
-             _b(x.bytes_per_token, units), format_bytes(x.effective_bytes, units),
+             format_bytes(x.bytes_per_token, units), format_bytes(x.effective_bytes, units),
              format_bytes(x.block_rounded_bytes, units)]
         )
     if len(fp.ranks) > limit:
