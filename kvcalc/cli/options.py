@@ -28,12 +28,14 @@ Revision = Annotated[
 FROM_FLAGS: Any = None
 
 
-def _option(f: SettingField, *, as_list: bool) -> inspect.Parameter:
+def _option(f: SettingField, *, as_list: bool, unset: bool = False) -> inspect.Parameter:
     """One setting of the table as a typer option (as a comma list when ``as_list``)."""
     if as_list:
         ann: Any = Optional[str]
         help_text = f"{f.help} (one value or a comma list: a sweep)"
         default = None
+    elif unset and f.kind != BOOL:
+        ann, help_text, default = Optional[f.python_type], f.help, None
     else:
         ann = f.python_type if f.default is not None else Optional[f.python_type]
         help_text, default = f.help, f.default
@@ -44,12 +46,18 @@ def _option(f: SettingField, *, as_list: bool) -> inspect.Parameter:
     return inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=Annotated[ann, option])
 
 
-def command(app: typer.Typer, name: str, *, settings: Iterable[str], sweep: bool = False) -> Callable:
+def command(
+    app: typer.Typer, name: str, *, settings: Iterable[str], sweep: bool = False, unset: Iterable[str] = ()
+) -> Callable:
     """Register ``fn`` as ``kvcalc NAME`` with the given settings as options.
 
     ``fn`` declares a parameter ``settings``; it receives a ``Settings`` built from the
     flags. With ``sweep``, the table's sweepable settings take comma lists and ``fn`` also
-    receives ``sweeps``: setting name -> the raw list text (None when not given)."""
+    receives ``sweeps``: setting name -> the raw list text (None when not given). The
+    ``unset`` settings show no default: when one is not given, ``Settings`` takes the
+    table's; a ``given`` parameter of ``fn`` receives the names given on the command line
+    (``probe`` reads the others from a log)."""
+    unset = frozenset(unset)
     # in the order of the help panels: model, traffic, parallelism, engine, budget, output
     names = tuple(sorted(settings, key=lambda n: PANELS.index(TABLE[n].panel) if n in TABLE else 0))
     unknown = [n for n in names if n not in TABLE]
@@ -62,8 +70,8 @@ def command(app: typer.Typer, name: str, *, settings: Iterable[str], sweep: bool
         params: list[inspect.Parameter] = []
         for p in own.parameters.values():
             if p.name == "settings":
-                params.extend(_option(TABLE[n], as_list=sweep and TABLE[n].sweep) for n in names)
-            elif p.name != "sweeps":
+                params.extend(_option(TABLE[n], as_list=sweep and TABLE[n].sweep, unset=n in unset) for n in names)
+            elif p.name not in ("sweeps", "given"):
                 params.append(p.replace(annotation=hints.get(p.name, p.annotation)))
         swept = tuple(n for n in names if sweep and TABLE[n].sweep)
 
@@ -72,7 +80,9 @@ def command(app: typer.Typer, name: str, *, settings: Iterable[str], sweep: bool
             values = {n: kw.pop(n) for n in names}
             if sweep:
                 kw["sweeps"] = {n: values.pop(n) for n in swept}
-            kw["settings"] = Settings(**values)
+            if "given" in own.parameters:
+                kw["given"] = frozenset(n for n, v in values.items() if v is not None and v is not False)
+            kw["settings"] = Settings(**{n: v for n, v in values.items() if not (n in unset and v is None)})
             return fn(**kw)
 
         del run.__wrapped__  # typer must read the signature below, not fn's
@@ -175,26 +185,3 @@ def emit(text: str) -> None:
         raise
     except OSError as exc:
         raise KvcalcError(f"cannot write to standard output: {exc.strerror or exc}") from None
-
-
-def setting_option(name: str) -> Any:
-    """One setting's option type, for a command that declares some settings one by one."""
-    return _option(TABLE[name], as_list=False).annotation
-
-
-# the settings kvcalc probe declares one by one (it passes them on to the engine it starts)
-Prompt = setting_option("prompt")
-Gen = setting_option("gen")
-Dtype = setting_option("dtype")
-BlockSize = setting_option("block_size")
-MaxModelLen = setting_option("max_model_len")
-GpuUtil = setting_option("gpu_memory_utilization")
-KvCacheMemory = setting_option("kv_cache_memory")
-MaxNumBatchedTokens = setting_option("max_num_batched_tokens")
-MaxConcurrentBatches = setting_option("max_concurrent_batches")
-DisableHybrid = setting_option("disable_hybrid_kv_cache_manager")
-# the budget's inputs, for comparing a log's budget terms (issue 14)
-Gpu = setting_option("gpu")
-GpuMemory = setting_option("gpu_memory")
-MaxNumSeqs = setting_option("max_num_seqs")
-Sampler = setting_option("sampler")

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
+from kvcalc.app.settings import Settings
 from kvcalc.cli import options as o
-
-if TYPE_CHECKING:
-    from kvcalc.app.service import Settings
 
 Device = Annotated[str, typer.Option("--device", help="auto (CUDA when visible, else CPU) | cpu | cuda | cuda:N")]
 Layers = Annotated[
@@ -25,25 +23,21 @@ Engine = Annotated[Optional[str], typer.Option("--engine", help="Start this engi
 FromLog = Annotated[Optional[str], typer.Option("--from-vllm-log", help="Check the figures of a vLLM start-up log file")]
 FromSglangLog = Annotated[Optional[str], typer.Option("--from-sglang-log", help="Check the figures of an SGLang launch log file")]
 FromAnyLog = Annotated[Optional[str], typer.Option("--from-log", help="Check a vLLM or SGLang start-up log (the engine is read from the log)")]
-SglangVersion = Annotated[
-    Optional[str], typer.Option("--sglang-version", help="SGLang rules with --from-sglang-log (default: inferred from the log's format)")
-]
-MemFractionStatic = Annotated[
-    Optional[float], typer.Option("--mem-fraction-static", help="SGLang's mem_fraction_static when the log has no server_args line")
-]
 Alloc = Annotated[bool, typer.Option("--alloc", help="Also run the allocation check next to another check")]
-ProbeTp = Annotated[Optional[int], typer.Option("--tp", "--tensor-parallel-size", "-tp", help="Tensor-parallel size")]
-ProbePp = Annotated[Optional[int], typer.Option("--pp", "--pipeline-parallel-size", "-pp", help="Pipeline-parallel size")]
-ProbeKvDtype = Annotated[Optional[str], typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto | bfloat16 | float16 | fp8 | ...")]
-ProbeVersion = Annotated[
-    Optional[str],
-    typer.Option("--vllm-version", help="vLLM release whose rules apply, as vLLM prints it (0.10.1.1, v0.22.0, 0.33); "
-                 "with --from-vllm-log: the log's banner if not given"),
-]
 
 
 def register(app: typer.Typer) -> None:
-    app.command("probe")(probe)
+    o.command(app, "probe", settings=PROBE, unset=FROM_LOG)(probe)
+
+
+PROBE = (
+    "tp", "pp", "kv_dtype", "dtype", "block_size", "max_model_len", "vllm_version", "sglang_version",
+    "gpu_memory_utilization", "mem_fraction_static", "kv_cache_memory", "max_num_batched_tokens",
+    "max_concurrent_batches", "disable_hybrid_kv_cache_manager", "gpu", "gpu_memory", "max_num_seqs", "sampler",
+    "prompt", "gen",
+)
+# given or read from the log: without the flag, a log check takes the log's figure
+FROM_LOG = ("tp", "pp", "kv_dtype", "vllm_version", "sglang_version", "max_model_len", "block_size")
 
 
 def probe(
@@ -54,28 +48,11 @@ def probe(
     tokens: ProbeTokens = None,
     pp_rank: PpRank = None,
     model_cache: ModelCache = False,
-    prompt: o.Prompt = None,
-    gen: o.Gen = None,
     engine: Engine = None,
     from_vllm_log: FromLog = None, from_sglang_log: FromSglangLog = None, from_log: FromAnyLog = None,
-    sglang_version: SglangVersion = None, mem_fraction_static: MemFractionStatic = None,
     alloc: Alloc = False,
-    tp: ProbeTp = None,
-    pp: ProbePp = None,
-    kv_dtype: ProbeKvDtype = None,
-    dtype: o.Dtype = None,
-    block_size: o.BlockSize = None,
-    max_model_len: o.MaxModelLen = None,
-    vllm_version: ProbeVersion = None,
-    gpu_memory_utilization: o.GpuUtil = None,
-    kv_cache_memory: o.KvCacheMemory = None,
-    max_num_batched_tokens: o.MaxNumBatchedTokens = None,
-    max_concurrent_batches: o.MaxConcurrentBatches = None,
-    disable_hybrid_kv_cache_manager: o.DisableHybrid = False,
-    gpu: o.Gpu = None,
-    gpu_memory: o.GpuMemory = None,
-    max_num_seqs: o.MaxNumSeqs = None,
-    sampler: o.Sampler = None,
+    settings: Settings = o.FROM_FLAGS,
+    given: frozenset = o.FROM_FLAGS,
     revision: o.Revision = None,
     format: o.Format = "table",
     units: o.Units = "iec",
@@ -93,33 +70,26 @@ def probe(
     o.bounded(tokens, "--tokens", MAX_TOKENS)
     o.bounded(pp_rank, "--pp-rank", MAX_PARALLEL)
     o.bounded(layers, "--layers", MAX_PARALLEL)
-    settings = _settings(
-        tp=tp, pp=pp, kv_dtype=kv_dtype, dtype=dtype, block_size=block_size, max_model_len=max_model_len,
-        vllm_version=vllm_version, gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory=kv_cache_memory,
-        max_num_batched_tokens=max_num_batched_tokens, max_concurrent_batches=max_concurrent_batches,
-        disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
-        gpu=gpu, gpu_memory=gpu_memory, max_num_seqs=max_num_seqs, sampler=sampler,
-    )
     check_bounds(settings)  # every setting bounded as for kvcalc size, whichever check uses it
     if from_log:
         from_vllm_log, from_sglang_log = _which_log(from_log, from_vllm_log, from_sglang_log)
     resolved = o.resolve(model, revision=revision)
     report = ProbeReport(resolved.spec.name, resolved.source)
     if from_sglang_log:
-        report.checks.append(_sglang_log_check(resolved, settings, from_sglang_log, sglang_version, dict(
-            tp=tp, kv_dtype=kv_dtype, max_model_len=max_model_len, block_size=block_size, mem_fraction_static=mem_fraction_static)))
+        report.checks.append(_sglang_log_check(resolved, settings, from_sglang_log, given))
     if from_vllm_log:
         from kvcalc.probe.vllm_log import probe_log
 
         with o.status("probe: reading the vLLM log"):
             report.checks.extend(
-                probe_log(resolved, settings, from_vllm_log, vllm_version_given=vllm_version, tp_given=tp is not None,
-                          pp_given=pp is not None, kv_dtype_given=kv_dtype is not None)
+                probe_log(resolved, settings, from_vllm_log,
+                          vllm_version_given=settings.vllm_version if "vllm_version" in given else None,
+                          tp_given="tp" in given, pp_given="pp" in given, kv_dtype_given="kv_dtype" in given)
             )
     report.checks.extend(_device_checks(
         resolved, settings, alloc=alloc or not (model_cache or engine or from_vllm_log or from_sglang_log),
         model_cache=model_cache, engine=engine, device=device, layers=layers, blocks=blocks, tokens=tokens,
-        pp_rank=pp_rank, prompt=prompt, gen=gen,
+        pp_rank=pp_rank, prompt=settings.prompt, gen=settings.gen,
     ))
     o.emit(render_probe(fmt, report, u))
     if report.exit_code:
@@ -150,13 +120,13 @@ def _device_checks(resolved: Any, settings: Settings, *, alloc: bool, model_cach
     return checks
 
 
-def _sglang_log_check(resolved: Any, settings: Settings, path: str, version: str | None, given: dict[str, Any]) -> Any:
+def _sglang_log_check(resolved: Any, settings: Settings, path: str, given: frozenset) -> Any:
     """The SGLang log check; the flags given on the command line win over the log's server_args."""
     from kvcalc.probe.sglang_log import probe_sglang_log
 
-    mfs = given["mem_fraction_static"]
-    s = settings.with_(mem_fraction_static=mfs) if mfs is not None else settings
-    return probe_sglang_log(resolved, s, path, sglang_version_given=version, given={k: v is not None for k, v in given.items()})
+    version = settings.sglang_version if "sglang_version" in given else None
+    flags = {k: k in given for k in ("tp", "kv_dtype", "max_model_len", "block_size", "mem_fraction_static")}
+    return probe_sglang_log(resolved, settings, path, sglang_version_given=version, given=flags)
 
 
 def _which_log(path: str, vllm: str | None, sglang: str | None) -> tuple[str | None, str | None]:
@@ -175,17 +145,3 @@ def _which_log(path: str, vllm: str | None, sglang: str | None) -> tuple[str | N
     except (OSError, RuntimeError) as exc:
         raise KvcalcError(f"--from-log: cannot read {path!r}: {getattr(exc, 'strerror', None) or exc}") from None
     return (None, path) if looks_like_sglang(text) else (path, None)
-
-
-def _settings(*, tp: int | None, pp: int | None, kv_dtype: str | None, vllm_version: str | None,
-              **given: Any) -> Settings:
-    """The engine settings of a probe: TP/PP 1, the KV dtype auto and vLLM 0.33 rules unless given."""
-    from kvcalc.app.service import Settings
-
-    return Settings(  # type: ignore[call-arg]  # a kvcalc.core.record class: mypy sees no __init__ fields
-        tp=1 if tp is None else tp,
-        pp=1 if pp is None else pp,
-        kv_dtype=kv_dtype or "auto",
-        vllm_version=vllm_version or "0.33",
-        **given,
-    )
