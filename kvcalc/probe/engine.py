@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.app.probe_report import Check, EngineFacts, Row
+from kvcalc.app.settings import DEFAULT_VLLM_VERSION
 from kvcalc.errors import KvcalcError
 from kvcalc.probe import env
 
@@ -169,12 +170,12 @@ def _release(version: str) -> str:
     try:
         rules_for(version)
     except PlanError:
-        return "0.33"
+        return DEFAULT_VLLM_VERSION
     return version
 
 
 def _predicted_pool(
-    resolved: Any, settings: Any, available: int, max_model_len: int, block_size: int, release: str = "0.33"
+    resolved: Any, settings: Any, available: int, max_model_len: int, block_size: int, release: str = DEFAULT_VLLM_VERSION
 ) -> PoolReport:
     from kvcalc.app.service import evaluate
 

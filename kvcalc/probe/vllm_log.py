@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.app.probe_report import Check, LogFacts
+from kvcalc.app.settings import DEFAULT_VLLM_VERSION
 from kvcalc.core import vllm_rules as R
 from kvcalc.errors import KvcalcError
 from kvcalc.probe.vllm_log_parse import VllmLog, parse_log, parse_runs
@@ -107,7 +108,9 @@ def rules_version(log: VllmLog, given: str | None) -> tuple[str, str]:
             return table[line], (f"no banner; the logger line {where}:{line} is vLLM {table[line]}'s "
                                  "(docs/vllm-releases.md section 6; give --vllm-version to override)")
     if log.one_line:
-        return "0.33", "no release in the log; one combined capacity line -> 0.33 rules (give --vllm-version)"
+        return DEFAULT_VLLM_VERSION, (
+            f"no release in the log; one combined capacity line -> {DEFAULT_VLLM_VERSION} rules (give --vllm-version)"
+        )
     return "0.20", "no release in the log; two capacity lines / V0 format -> the 0.20 line's rules (give --vllm-version)"
 
 
