@@ -42,6 +42,8 @@ except ImportError:  # tests/ imported as a package
     from tests import kvoracle
     from tests.test_fuzz_oracle import kvcalc_answer
 
+pytestmark = pytest.mark.slow  # fuzzing: mutated configs, gate files and pipes
+
 # KVCALC_FUZZ_SCALE=N multiplies every example count (docs/hardening.md: the long runs)
 SCALE = max(1, int(os.environ.get("KVCALC_FUZZ_SCALE", "1")))
 PRESETS = sorted(all_presets(include_user=False))

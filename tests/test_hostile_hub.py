@@ -24,6 +24,8 @@ except ImportError:  # tests/ imported as a package
 
 from kvcalc.sources.presets import find
 
+pytestmark = pytest.mark.slow  # a local Hub server answering hostile (slow, trickling, endless) responses: seconds per case
+
 CFG = json.dumps(find("qwen3-0.6b").load()["config"]).encode()
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 ETAG = hashlib.sha1(CFG).hexdigest()
@@ -183,3 +185,4 @@ def test_malformed_safetensors_fall_back_to_the_estimate_and_never_abort_a_gate(
                            capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 2 and "hostile" in r.stderr and "internal error" not in r.stderr
     assert "fine" in r.stdout and "PASS" in r.stdout and junit.is_file()
+

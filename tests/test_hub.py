@@ -22,6 +22,8 @@ try:
 except ImportError:  # tests/ imported as a package
     from tests.hubserver import TOKEN, FakeHub, Repo, safetensors_file
 
+pytestmark = pytest.mark.slow  # a local Hub-protocol server per test
+
 # the published config, copied verbatim (provenance: tests/data/configs/SOURCES.md)
 LLAMA_8B = Path(__file__).resolve().parent / "data" / "configs" / "meta-llama--Llama-3.1-8B.json"
 
@@ -359,3 +361,4 @@ def test_checkpoint_facts_by_hand():
     assert facts["bytes"] == 24 + 10 + 8 + 7 + 4
     assert facts["parameters_by_dtype"] == {"BF16": 12, "F32": 1, "F4": 15, "F8_E4M3": 10, "X9": 2}
     assert facts["files"] == 2 and facts["source"] == "here"
+
