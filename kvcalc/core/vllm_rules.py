@@ -243,7 +243,8 @@ LINES: tuple[RuleLine, ...] = (
 CURRENT = LINES[0]
 OLDEST = LINES[-1].first
 
-_RELEASE_RE = re.compile(r"^v?(\d{1,4}(?:\.\d{1,6}){1,3})(?:\.?(?:rc|a|b|post|dev)\d{0,9})*(?:\+[\w.]{0,100})?$", re.IGNORECASE)
+_RELEASE_RE = r"^v?(\d{1,4}(?:\.\d{1,6}){1,3})(?:\.?(?:rc|a|b|post|dev)\d{0,9})*(?:\+[\w.]{0,100})?$"
+_PARSED: dict[str, Release] = {}  # release strings read in this process
 
 
 def parse_release(text: str) -> Release:
@@ -251,13 +252,19 @@ def parse_release(text: str) -> Release:
 
     A pre-release or dev build counts as the release it leads to (0.26.1rc1 -> 0.26.1): its
     code is that release's, give or take the last commits."""
-    m = _RELEASE_RE.match(str(text).strip())
+    text = str(text).strip()
+    if text in _PARSED:
+        return _PARSED[text]
+    m = re.match(_RELEASE_RE, text, re.IGNORECASE)
     if not m:
         raise PlanError(
             f"{named('vllm_version')} {text!r} is not a release string; give one as vLLM prints it, "
             "e.g. 0.10.1.1, v0.22.0 or 0.26.1rc1.dev156+g0eec856cc"
         )
-    return tuple(int(p) for p in m.group(1).split("."))
+    release = tuple(int(p) for p in m.group(1).split("."))
+    if len(_PARSED) < 4096:  # bounded: a sweep of random strings does not grow it without end
+        _PARSED[text] = release
+    return release
 
 
 def _pad(r: Release) -> Release:

@@ -20,14 +20,20 @@ NAME_COLUMNS = frozenset({"model", "name", "Hub id", "GPU", "gpu", "deployment",
 # read: C0/C1 control characters (newlines that start workflow commands, ANSI/OSC escapes),
 # bidirectional overrides, lone surrogates (undecodable bytes of a path) and the two
 # non-characters XML 1.0 refuses (U+FFFE, U+FFFF)
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+_CONTROL = "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
+_compiled: list[re.Pattern[str]] = []  # compiled on first need: most texts are printable (start-up)
 
 
 def clean(text: Any) -> str:
     """``text`` with every control character shown as its escape (a newline as ``\\n``, ESC as
     ``\\x1b``): every human output (tables, Markdown, annotations, JUnit, error lines) goes through it."""
     s = str(text)
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1].replace("\\\\", "\\"), s) if _CONTROL.search(s) else s
+    if s.isprintable():  # no character of _CONTROL is printable: the common case costs no regex
+        return s
+    if not _compiled:
+        _compiled.append(re.compile(_CONTROL))
+    rx = _compiled[0]
+    return rx.sub(lambda m: repr(m.group())[1:-1].replace("\\\\", "\\"), s) if rx.search(s) else s
 
 
 class Table:

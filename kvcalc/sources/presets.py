@@ -62,7 +62,7 @@ def _bundled() -> dict[str, Preset]:
 
 MAX_USER_PRESETS = 1000  # user preset files looked at; more are ignored (a folder is not a database)
 _HEAD_BYTES = 4096  # a user preset's hub_id is written near its start (save_user_preset)
-_HUB_ID_RE = re.compile(rb'"hub_id"\s*:\s*"([A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})"')
+_HUB_ID_RE = rb'"hub_id"\s*:\s*"([A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})"'  # compiled when used
 
 
 def _regular(path: Path) -> os.stat_result | None:
@@ -94,7 +94,7 @@ def _user_preset(path: Path, *, with_hub_id: bool) -> Preset | None:
     if with_hub_id:  # the first 4 KiB only: a 200 MB file costs 4 KiB
         try:
             with open(path, "rb") as fh:
-                m = _HUB_ID_RE.search(fh.read(_HEAD_BYTES))
+                m = re.search(_HUB_ID_RE, fh.read(_HEAD_BYTES))
             hub_id = m.group(1).decode() if m else ""
         except OSError:
             pass

@@ -12,7 +12,6 @@ from kvcalc.errors import ConfigError
 from kvcalc.sources import presets
 from kvcalc.sources.config import spec_from_config
 from kvcalc.sources.files import read_json_file
-from kvcalc.sources.hubdata import check_revision
 
 HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 
@@ -61,7 +60,10 @@ def resolve(model: str, *, revision: str | None = None) -> Resolved:
     if not isinstance(model, str) or not model.strip():
         raise ConfigError("MODEL is empty; give a preset name (kvcalc presets), a config.json path or a Hub repo id")
     text = model.strip()
-    revision = check_revision(revision)
+    if revision is not None:
+        from kvcalc.sources.hubdata import check_revision  # before any Hub call
+
+        revision = check_revision(revision)
     if revision is not None and not HUB_ID_RE.match(text) and not looks_like_path(text):
         hit = presets.find(text)
         if hit is not None:
