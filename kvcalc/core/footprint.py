@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from kvcalc.core.dtypes import KV_DTYPES, MODEL_DTYPES, KVDtype
 from kvcalc.core.model import LayerArch, ModelSpec
-from kvcalc.core.plan import ParallelPlan, kv_heads_per_rank, pp_ranges
+from kvcalc.core.plan import ParallelPlan, kv_heads_per_rank, pp_ranges, rank_ids
 from kvcalc.core.record import cached_property, record
 from kvcalc.core.specs import (
     AttentionSpec,
@@ -295,30 +295,26 @@ class Footprint:
     def ranks(self) -> tuple[RankFootprint, ...]:
         """Every rank of the deployment (built when first asked for), in ``rank_ids`` order:
         global rank = (dp * pp + pp_rank) * tp + tp_rank."""
-        p = self.plan
         out = []
-        for dp_rank in range(p.dp):
-            for pp_rank in range(p.pp):
-                st, m = self.stages[pp_rank], self.stage_measures[pp_rank]
-                for tp_rank in range(p.tp):
-                    g = (dp_rank * p.pp + pp_rank) * p.tp + tp_rank
-                    out.append(
-                        RankFootprint(
-                            global_rank=g,
-                            local_rank=g % p.gpus_per_node,
-                            node=g // p.gpus_per_node,
-                            dp_rank=dp_rank,
-                            pp_rank=pp_rank,
-                            tp_rank=tp_rank,
-                            layers=st.layers,
-                            kv_heads=st.kv_heads,
-                            replicated=st.replicated,
-                            bytes_per_token=st.bytes_per_token,
-                            state_bytes_per_request=st.state_bytes_per_request,
-                            effective_bytes=m.effective_bytes,
-                            block_rounded_bytes=m.block_rounded_bytes,
-                        )
-                    )
+        for r in rank_ids(self.plan):
+            st, m = self.stages[r.pp_rank], self.stage_measures[r.pp_rank]
+            out.append(
+                RankFootprint(
+                    global_rank=r.global_rank,
+                    local_rank=r.local_rank,
+                    node=r.node,
+                    dp_rank=r.dp_rank,
+                    pp_rank=r.pp_rank,
+                    tp_rank=r.tp_rank,
+                    layers=st.layers,
+                    kv_heads=st.kv_heads,
+                    replicated=st.replicated,
+                    bytes_per_token=st.bytes_per_token,
+                    state_bytes_per_request=st.state_bytes_per_request,
+                    effective_bytes=m.effective_bytes,
+                    block_rounded_bytes=m.block_rounded_bytes,
+                )
+            )
         return tuple(out)
 
     @property
