@@ -21,6 +21,7 @@ class Signalled(BaseException):
         self.exit_code = 128 + signum
 
 
+_GC_PAUSED = False  # the kvcalc command pauses the cyclic garbage collector while it starts
 _RUNNING = False  # set once the command runs inside KvcalcGroup.main's handlers
 
 
@@ -40,6 +41,14 @@ def install_signal_handlers() -> None:
 
 if os.path.basename(sys.argv[0] if sys.argv else "") in ("kvcalc", "__main__.py"):
     install_signal_handlers()  # the kvcalc command (not a library import), before typer loads
+    # The command's start-up: typer and kvcalc's modules create ~100,000 long-lived objects and
+    # no garbage cycles, yet the cyclic collector would scan them again and again (~15 ms of a
+    # ~160 ms start). It is paused until main() has built the command, then the objects built
+    # so far are frozen (never scanned) and collection resumes for the command itself.
+    import gc
+
+    gc.disable()
+    _GC_PAUSED = True
 
 import importlib  # noqa: E402 - after the signal handlers: an interrupt while importing is one line
 
@@ -198,4 +207,17 @@ def main(argv: list[str] | None = None) -> None:
     first = next((a for a in argv if not a.startswith("-")), None)
     names = [first] if first in COMMANDS else None
     app = build_app(names)
+    _resume_gc()
     app(args=argv, prog_name="kvcalc")
+
+
+def _resume_gc() -> None:
+    """Start-up is over: what it built stays (frozen, never scanned again); the command's own
+    objects are collected as usual, so a long sweep keeps its memory bounded."""
+    global _GC_PAUSED
+    if _GC_PAUSED:
+        import gc
+
+        gc.freeze()
+        gc.enable()
+        _GC_PAUSED = False

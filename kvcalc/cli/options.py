@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any, Optional
 
 import typer
+from typer.core import TyperCommand, TyperOption
 
 from kvcalc.app.settings import BOOL, MODEL, OUTPUT, PANELS, TABLE, SettingField, Settings
 from kvcalc.errors import KvcalcError
@@ -28,23 +29,38 @@ Revision = Annotated[
 FROM_FLAGS: Any = None
 
 
-def _option(f: SettingField, *, as_list: bool, unset: bool = False) -> inspect.Parameter:
-    """One setting of the table as a typer option (as a comma list when ``as_list``)."""
+@functools.cache
+def _click_type(python_type: type) -> Any:
+    """The click type typer gives an option of this Python type (INT, FLOAT, STRING)."""
+    from typer.main import get_click_type
+    from typer.models import OptionInfo
+
+    return get_click_type(annotation=python_type, parameter_info=OptionInfo())
+
+
+def _option(f: SettingField, *, as_list: bool, unset: bool = False) -> TyperOption:
+    """One setting of the table as the option typer would build from a parameter
+    ``name: type = typer.Option(default, *flags, help=..., rich_help_panel=...)``, built
+    directly: typer's per-parameter signature analysis cost ~0.1 ms an option at every start,
+    and ``size`` has over 50 (as a comma list when ``as_list``)."""
+    python_type: type = f.python_type
     if as_list:
-        ann: Any = Optional[str]
-        help_text = f"{f.help} (one value or a comma list: a sweep)"
-        default = None
+        python_type, help_text, default = str, f"{f.help} (one value or a comma list: a sweep)", None
     elif unset and f.kind != BOOL:
-        ann, help_text, default = Optional[f.python_type], f.help, None
+        help_text, default = f.help, None
     else:
-        ann = f.python_type if f.default is not None else Optional[f.python_type]
         help_text, default = f.help, f.default
-    flags = f.flags
-    if f.kind == BOOL and not as_list:
-        flags = (f.flag,)  # a switch: --continuation (no --no-continuation)
-    # the option as the parameter's default (typer's plain form): cheaper at start-up than Annotated[...]
-    option = typer.Option(default, *flags, help=help_text, rich_help_panel=f.panel)
-    return inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=option, annotation=ann)
+    switch = f.kind == BOOL and not as_list  # a switch: --continuation (no --no-continuation)
+    flags = (f.flag,) if switch else f.flags
+    return TyperOption(
+        param_decls=[f.name, *flags],
+        type=None if switch else _click_type(python_type),
+        is_flag=True if switch else None,
+        default=default,
+        show_default=True,  # typer.Option's default
+        help=help_text,
+        rich_help_panel=f.panel,
+    )
 
 
 def command(
@@ -69,12 +85,20 @@ def command(
         own = inspect.signature(fn)
         hints = typing.get_type_hints(fn, include_extras=True)
         params: list[inspect.Parameter] = []
+        at = 0  # where the settings' options go among the command's parameters
         for p in own.parameters.values():
             if p.name == "settings":
-                params.extend(_option(TABLE[n], as_list=sweep and TABLE[n].sweep, unset=n in unset) for n in names)
+                at = len(params)
             elif p.name not in ("sweeps", "given"):
                 params.append(p.replace(annotation=hints.get(p.name, p.annotation)))
         swept = tuple(n for n in names if sweep and TABLE[n].sweep)
+
+        class Command(TyperCommand):
+            """The command typer builds from ``fn``'s own parameters, plus the settings' options."""
+
+            def __init__(self, *, params: list[Any], **kw: Any) -> None:
+                settings_options = [_option(TABLE[n], as_list=n in swept, unset=n in unset) for n in names]
+                super().__init__(params=[*params[:at], *settings_options, *params[at:]], **kw)
 
         @functools.wraps(fn)
         def run(**kw: Any) -> Any:
@@ -89,7 +113,7 @@ def command(
         del run.__wrapped__  # typer must read the signature below, not fn's
         run.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
         run.__annotations__ = {p.name: p.annotation for p in params}
-        app.command(name)(run)
+        app.command(name, cls=Command)(run)
         return fn
 
     return register
