@@ -358,21 +358,24 @@ def _shown(value: Any) -> str:
 def bound_error(name: str, value: Any) -> str | None:
     """Why ``value`` of setting ``name`` is beyond what a deployment can be, or None. Sizes
     are bounded where they are parsed (``kvcalc.core.units.MAX_BYTES``)."""
-    from kvcalc.errors import named
-
     limit = LIMITS.get(name)
     if limit is not None and isinstance(value, int) and not isinstance(value, bool) and value > limit:
+        from kvcalc.errors import named
+
         return f"{named(name)} {_shown(value)} is beyond what a deployment can be (limit {limit:,})"
-    if TABLE[name].kind == SIZE and value is not None:
+    kind = TABLE[name].kind
+    if kind == SIZE and value is not None:
         from kvcalc.core.units import parse_size
-        from kvcalc.errors import KvcalcError
+        from kvcalc.errors import KvcalcError, named
 
         try:
             for part in str(value).split(",") if isinstance(value, str) else (value,):  # one per PP stage
                 parse_size(part.strip() if isinstance(part, str) else part, named(name))  # bounded by MAX_BYTES
         except KvcalcError as exc:
             return str(exc.args[0])
-    if TABLE[name].kind == INT_LIST and value is not None:
+    if kind == INT_LIST and value is not None:
+        from kvcalc.errors import named
+
         parts = str(value).split(",")
         if len(parts) > MAX_REQUESTS:
             return f"{named(name)} lists {len(parts):,} values; kvcalc takes at most {MAX_REQUESTS:,}"
@@ -386,10 +389,12 @@ def check_bounds(s: Settings) -> None:
     """PlanError naming the first setting beyond its bound, or the world size beyond MAX_WORLD_SIZE."""
     from kvcalc.errors import PlanError, named
 
-    for name in TABLE:
-        why = bound_error(name, getattr(s, name))
-        if why:
-            raise PlanError(why)
+    for name in _BOUNDED:  # the settings bound_error can refuse, in the table's order
+        value = getattr(s, name)
+        if value is not None:
+            why = bound_error(name, value)
+            if why:
+                raise PlanError(why)
     sizes = [v for v in (s.tp, s.pp, s.dp) if isinstance(v, int) and not isinstance(v, bool)]
     if len(sizes) == 3 and s.tp * s.pp * s.dp > MAX_WORLD_SIZE:
         raise PlanError(
@@ -400,6 +405,8 @@ def check_bounds(s: Settings) -> None:
 
 # name -> its declaration, in declaration order
 TABLE: dict[str, SettingField] = {f.name: f for f in fields(Settings) if isinstance(f, SettingField)}
+# the settings bound_error checks (a limit, a size or a list of integers); unset (None) passes
+_BOUNDED = tuple(n for n, f in TABLE.items() if n in LIMITS or f.kind in (SIZE, INT_LIST))
 # settings that, when given, size a pool (the others can only change it)
 POOL_SETTINGS = ("gpu", "gpu_memory", "kv_cache_memory", "num_gpu_blocks_override", "free_before_weights")
 # compare's sweep flags: name -> (primary flag, element type), in the order the product nests them
