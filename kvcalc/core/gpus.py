@@ -55,7 +55,8 @@ CATALOG: tuple[Gpu, ...] = (
     Gpu("T4", 15360 * MIB, _MODAL, (), sm=75),
     Gpu("RTX-5090", 32607 * MIB, _SMI, ("5090", "RTX5090"), sm=120),
     Gpu("RTX-4090", 24564 * MIB, _SMI, ("4090", "RTX4090"), sm=89),
-    Gpu("RTX-3090", 24576 * MIB, _SMI, ("3090", "RTX3090"), sm=86),
+    Gpu("RTX-3090", _gib(23.58), "vLLM log 'Memory profiling results: total_gpu_memory=23.58GiB' on RTX 3090 "
+        "(vllm-project/vllm#10517, tests/data/vllm-budget/issue10517-*.log)", ("3090", "RTX3090"), True, sm=86),
     Gpu("MI300X", 192 * GIB, "AMD specification: 192 GB HBM3 (binary GiB as ROCm reports it)", ()),
     Gpu("MI325X", 256 * GIB, "AMD specification: 256 GB HBM3E (binary GiB as ROCm reports it)", ()),
 )

@@ -104,6 +104,7 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
     return attn, dense, experts * mlp_mult * h * moe_inter
 
 
+ALWAYS_TIED = ("gemma", "gemma2")
 QUANTIZATIONS = ("fp8", "fp8_e4m3", "mxfp4", "awq", "gptq", "compressed-tensors", "bitsandbytes")
 
 
@@ -190,7 +191,10 @@ def _estimate(
     if marlin and method == "mxfp4":
         expert_b *= marlin_mxfp4_factor(h, _get(a, "moe_intermediate_size", "intermediate_size"), tp)
         quant_how += ", padded for the Marlin MoE kernel (GPU before sm90)"
-    tied = bool(a.get("tie_word_embeddings", False))
+    # Gemma and Gemma 2 share the embedding as the LM head whatever the config says: vLLM asserts
+    # tie_word_embeddings and has no lm_head parameter (vllm==0.19.0: model_executor/models/
+    # gemma2.py:391-392, logits from embed_tokens at :423; gemma.py:385-386)
+    tied = bool(a.get("tie_word_embeddings", False)) or a.get("model_type") in ALWAYS_TIED
     kv_replicated = (not model.mla) and model.num_kv_heads and tp > model.num_kv_heads
     kinds: dict[int, str] = {}
     for layer in model.layers:
