@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.settings import MAX_REQUESTS, Settings, check_bounds
+from kvcalc.app.settings import INERT, MAX_REQUESTS, TABLE, Settings, check_bounds
 from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
 from kvcalc.core.model import ModelSpec
@@ -59,8 +59,27 @@ def max_model_len(model: ModelSpec, s: Settings) -> int:
     return n
 
 
+_traffics: dict[tuple, Traffic] = {}
+
+
 def traffic(model: ModelSpec, s: Settings) -> Traffic:
-    """The requests measured, from --tokens / --requests / --batch / --prompt --gen."""
+    """The requests measured, from --tokens / --requests / --batch / --prompt --gen (kept per
+    distinct traffic settings: a sweep measures a few traffics on many plans)."""
+    key: tuple = (s.tokens, s.requests, s.batch, s.prompt, s.gen, s.continuation)
+    if s.tokens is None and s.requests is None and s.prompt is None:
+        key = (*key, max_model_len(model, s))  # the default request: the model's longest
+    try:
+        hit = _traffics.get(key)
+    except TypeError:  # an unhashable value (a list from a gate file): derive, and let it raise
+        return _traffic(model, s)
+    if hit is None:
+        if len(_traffics) >= 1024:
+            _traffics.clear()
+        hit = _traffics[key] = _traffic(model, s)
+    return hit
+
+
+def _traffic(model: ModelSpec, s: Settings) -> Traffic:
     given = [n for n, v in (("--tokens", s.tokens), ("--requests", s.requests), ("--prompt", s.prompt)) if v is not None]
     if len(given) > 1:
         raise PlanError(f"give one of {named('tokens')}, {named('requests')}, {named('prompt')}/{named('gen')}, not {' and '.join(given)}")
@@ -210,11 +229,12 @@ def too_long(r: SizeResult) -> str | None:
     return f"a request of {longest} tokens is longer than {limit}: vLLM rejects it (raise the limit or shorten the request)"
 
 
+_INERT_FLAGS = tuple((n, TABLE[n].flag) for n in INERT)
+
+
 def flag_notes(s: Settings) -> list[str]:
     """One note for the vLLM serve flags given that change nothing here; --max-num-seqs kept."""
-    from kvcalc.app.settings import INERT, TABLE
-
-    given = [TABLE[n].flag for n in INERT if getattr(s, n) is not None and getattr(s, n) is not False]
+    given = [flag for n, flag in _INERT_FLAGS if getattr(s, n) is not None and getattr(s, n) is not False]
     notes = []
     if given:
         notes.append(f"{', '.join(given)}: vLLM serve {'flags' if len(given) > 1 else 'flag'} accepted so a command "

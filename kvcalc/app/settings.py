@@ -16,6 +16,7 @@ The first flag is the primary spelling and is always ``--`` + the name with ``_`
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from kvcalc.core.record import Field, fields, record, replace
@@ -389,12 +390,13 @@ def check_bounds(s: Settings) -> None:
     """PlanError naming the first setting beyond its bound, or the world size beyond MAX_WORLD_SIZE."""
     from kvcalc.errors import PlanError, named
 
-    for name in _BOUNDED:  # the settings bound_error can refuse, in the table's order
-        value = getattr(s, name)
-        if value is not None:
-            why = bound_error(name, value)
-            if why:
-                raise PlanError(why)
+    for (name, limit), value in zip(_BOUNDED, _bounded_values(s)):  # in the table's order
+        # an integer within its limit, or unset, passes (bound_error says why anything else fails)
+        if value is None or (limit and isinstance(value, int) and value <= limit):
+            continue
+        why = bound_error(name, value)
+        if why:
+            raise PlanError(why)
     sizes = [v for v in (s.tp, s.pp, s.dp) if isinstance(v, int) and not isinstance(v, bool)]
     if len(sizes) == 3 and s.tp * s.pp * s.dp > MAX_WORLD_SIZE:
         raise PlanError(
@@ -406,7 +408,9 @@ def check_bounds(s: Settings) -> None:
 # name -> its declaration, in declaration order
 TABLE: dict[str, SettingField] = {f.name: f for f in fields(Settings) if isinstance(f, SettingField)}
 # the settings bound_error checks (a limit, a size or a list of integers); unset (None) passes
-_BOUNDED = tuple(n for n, f in TABLE.items() if n in LIMITS or f.kind in (SIZE, INT_LIST))
+# (name, its limit or 0)
+_BOUNDED = tuple((n, LIMITS.get(n, 0)) for n, f in TABLE.items() if n in LIMITS or f.kind in (SIZE, INT_LIST))
+_bounded_values = attrgetter(*(n for n, _ in _BOUNDED))
 # settings that, when given, size a pool (the others can only change it)
 POOL_SETTINGS = ("gpu", "gpu_memory", "kv_cache_memory", "num_gpu_blocks_override", "free_before_weights")
 # compare's sweep flags: name -> (primary flag, element type), in the order the product nests them

@@ -205,8 +205,12 @@ class Traffic:
     description: str = ""
 
     def __post_init__(self) -> None:
+        reqs = self.requests
+        if reqs and set(map(type, reqs)) == {int} and min(reqs) >= 0 and reqs.count(reqs[0]) == len(reqs):
+            self.__dict__["lengths"] = ((reqs[0], len(reqs)),)  # a batch of one length: one pair
+            return
         counts: dict[int, int] = {}
-        for t in self.requests:
+        for t in reqs:
             if not isinstance(t, int) or t < 0:
                 raise PlanError(f"token counts must be non-negative integers, got {t!r}")
             counts[t] = counts.get(t, 0) + 1
