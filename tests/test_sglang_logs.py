@@ -187,7 +187,7 @@ def test_index_covers_the_suite() -> None:
         "kvcached-198-gpt-oss-20b-dated-2025-10.log": "crashed before the pool",
         "ktransformers-1870-qwen3.5-moe-dated-2026-02.log": "model id and pre-load figure not logged",
     }
-    covered = set(REPLAY) | set(GEOMETRY) | set(not_checkable) | {"pr-11024-gpt-oss-20b-dated-2025-09.log"}
+    covered = set(REPLAY) | set(GEOMETRY) | set(not_checkable) | set(HELDOUT) | {"pr-11024-gpt-oss-20b-dated-2025-09.log"}
     assert covered == set(INDEX)
     assert len(INDEX) >= 15
 
@@ -208,3 +208,58 @@ def test_release_lines(text: str, line: str) -> None:
     got, why = rules_for(text)
     assert got.label == line
     assert ("newer than the newest" in why) == (parse_release(text) > parse_release("0.5.23"))
+
+
+# Held-out logs (tests/data/sglang-logs/HELDOUT.md): collected after the rules were written. Neither prints
+# server_args, so mem_fraction_static is SGLang's default for TP 1 on these cards: 0.88
+# (sglang==0.4.0: python/sglang/srt/server_args.py:158-168; 0.4.3 :195-205, unchanged for <= 80 GiB in 0.4.6).
+HELDOUT = {
+    # file -> (release, P as (GiB, +- GiB), A GiB, GPU for the estimate-only case)
+    # PR 4760 has no pre-load line: P = A + the logged "mem usage" of the load, each +-0.005
+    "pr-4760-llama-3.1-8b-instruct-dated-2025-03.log": ("0.4.4", (63.48 + 15.11, 2 * HALF), 63.48, "H100-80GB"),
+    # a 0.3.x build (Oct 2024); kvcalc's oldest line, 0.4.0, has the same rule for a dense TP-1 model
+    "llm-tracker-mi300x-llama-3-8b-instruct-dated-2024-10.log": ("0.4.0", (191.33, HALF), 176.33, "MI300X"),
+}
+LLAMA8_CELL = 32 * 8 * 128 * 2 * 2  # 32 layers x 8 KV heads x 128 x (K, V) x 2 B
+
+
+def _heldout_range(file: str) -> tuple[int, int]:
+    _rel, (p, dp), a, _gpu = HELDOUT[file]
+    lo = (a - HALF) - (p + dp) * (1 - 0.88)
+    hi = (a + HALF) - (p - dp) * (1 - 0.88)
+    return int(lo * GIB) // LLAMA8_CELL, int(hi * GIB) // LLAMA8_CELL
+
+
+@pytest.mark.parametrize("file", sorted(HELDOUT))
+def test_heldout_tokens_from_logged_memory(file: str, run_json) -> None:
+    """Acceptance (a) on the held-out logs: inside the range the printed figures allow."""
+    lg = INDEX[file]["logged"]
+    release, (p, _dp), a, _gpu = HELDOUT[file]
+    assert p == lg.get("avail_mem_before_weights_gb", lg["avail_mem_after_weights_gb"] + lg.get("weights_mem_usage_gb", 0))
+    lo, hi = _heldout_range(file)
+    logged = lg.get("kv_tokens", lg.get("max_total_num_tokens"))
+    assert lo <= logged <= hi, "the hand rule itself must explain the log"
+    out = run_json(
+        "size", "llama-3.1-8b-instruct", "--engine", "sglang", "--sglang-version", release,
+        "--free-before-weights", f"{p:.2f}GiB", "--free-after-weights", f"{a}GiB", "--mem-fraction-static", "0.88",
+    )
+    pool = out["pool"]
+    assert pool["bytes_per_token"] == LLAMA8_CELL
+    assert lo <= pool["max_total_num_tokens"] <= hi
+    if "k_size_gb" in lg:  # (tokens + 1 padding slot) x K bytes per token, 2 decimals
+        assert gb((pool["max_total_num_tokens"] + 1) * LLAMA8_CELL // 2) == f"{lg['k_size_gb']:.2f}"
+
+
+@pytest.mark.parametrize("file", sorted(HELDOUT))
+def test_heldout_kv_size_from_gpu_only(file: str, run_json) -> None:
+    """Acceptance (b): given only GPU, model and settings, within max(2 %, 0.25 GiB) of the logged KV size."""
+    lg = INDEX[file]["logged"]
+    release, _p, _a, gpu = HELDOUT[file]
+    if "k_size_gb" in lg:
+        logged = (lg["k_size_gb"] + lg["v_size_gb"]) * GIB
+    else:  # no KV line in this build: the logged token count's buffers (+1 padding slot)
+        logged = (lg["max_total_num_tokens"] + 1) * LLAMA8_CELL
+    out = run_json("size", "llama-3.1-8b-instruct", "--engine", "sglang", "--sglang-version", release, "--gpu", gpu)
+    pool = out["pool"]
+    got = pool["k_size_bytes"] + pool["v_size_bytes"]
+    assert abs(got - logged) <= max(0.02 * logged, 0.25 * GIB)
