@@ -60,7 +60,7 @@ REPLAY = {
 # the version each log's rules follow when the log does not print it (INDEX.json says how it was dated)
 VERSIONS = {
     "llms-in-clouds-qwq-32b-0.4.3.post4.log": "0.4.3.post4",
-    "docs-sglang-send-request-llama-3.1-8b-instruct-dated-2025-01.log": "0.4.1",
+    "docs-sglang-send-request-llama-3.1-8b-instruct-dated-2025-01.log": "0.4.1.post6",  # K/V line, no #tokens
     "amd-issues-kimi-k2.5-0.5.8.post1-rocm.log": "0.5.8.post1",
 }
 
@@ -142,7 +142,7 @@ GEOMETRY = {
     "pr-11716-unknown-model-dated-2025-10.log": ("llama-3.1-70b", ["--tp", "8", "--sglang-version", "0.5.3"], 80 * 1 * 128 * 2),
     "llms-in-clouds-qwq-32b-0.4.3.post4.log": ("QWQ", ["--tp", "4", "--sglang-version", "0.4.3.post4"], 64 * 2 * 128 * 2),
     "docs-sglang-send-request-llama-3.1-8b-instruct-dated-2025-01.log": (
-        "llama-3.1-8b-instruct", ["--sglang-version", "0.4.1"], 32 * 8 * 128 * 2,
+        "llama-3.1-8b-instruct", ["--sglang-version", "0.4.1.post6"], 32 * 8 * 128 * 2,
     ),
     # MLA: 61 x 576 x 2 B, one latent buffer ("KV size")
     "amd-issues-kimi-k2.5-0.5.8.post1-rocm.log": ("kimi-k2-instruct", ["--tp", "8", "--sglang-version", "0.5.8.post1"], 61 * 576 * 2),
@@ -201,7 +201,7 @@ def test_mimo_swa_split_by_hand() -> None:
 
 @pytest.mark.parametrize(
     ("text", "line"),
-    [("0.4.3.post4", "0.4.3.post4"), ("0.4.3.post2", "0.4.1"), ("v0.5.8.post1", "0.5.6"), ("0.5.10rc1", "0.5.10"),
+    [("0.4.3.post4", "0.4.3.post4"), ("0.4.3.post2", "0.4.1.post6"), ("0.4.1.post5", "0.4.0"), ("v0.5.8.post1", "0.5.6"), ("0.5.10rc1", "0.5.10"),
      ("0.4.8.post1", "0.4.6"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23")],
 )
 def test_release_lines(text: str, line: str) -> None:
@@ -295,3 +295,18 @@ def test_heldout_b_share(run_json) -> None:
         within[file] = abs(_kv_from_gpu_only(file, run_json) - logged) <= max(0.02 * logged, 0.25 * GIB)
     assert {f for f, ok in within.items() if not ok} == HELDOUT_B_MISSES
     assert sum(within.values()) / len(within) >= 0.8
+
+
+def test_kv_line_starts_at_0_4_1_post6(run_json) -> None:
+    """The 2024-12-29 docs run (a 0.4.1 .. 0.4.1.post5 build) prints no K/V line; sglang==0.4.1.post6 is the
+    first release with one (python/sglang/srt/mem_cache/memory_pool.py:221). Same pool either way."""
+    file = "docs-native-api-llama-3.2-1b-instruct-dated-2024-12.log"
+    assert "KV Cache is allocated" not in (LOGS / file).read_text()
+    args = ("--free-before-weights", "78.81GiB", "--free-after-weights", "76.39GiB", "--mem-fraction-static", "0.88")
+    old = run_json("size", "llama-3.2-1b", "--engine", "sglang", "--sglang-version", "0.4.1", *args)["pool"]
+    new = run_json("size", "llama-3.2-1b", "--engine", "sglang", "--sglang-version", "0.4.1.post6", *args)["pool"]
+    assert old["kv_log_lines"] == []
+    # (tokens + 1) x 16 x 8 x 64 x 2 B per buffer, 2 decimals
+    k = gb((new["max_total_num_tokens"] + 1) * 16 * 8 * 64 * 2)
+    assert new["kv_log_lines"] == [f"KV Cache is allocated. K size: {k} GB, V size: {k} GB."]
+    assert old["max_total_num_tokens"] == new["max_total_num_tokens"]
