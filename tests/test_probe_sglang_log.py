@@ -39,7 +39,7 @@ def test_docs_llama_8b_log() -> None:
     assert m["K size (GB = GiB, 2 decimals)"]["measured"] == 27.13
     assert m["K size (GB = GiB, 2 decimals)"]["verdict"] == "agree"
     assert m["max_running_requests"]["predicted"] == 2049 == m["max_running_requests"]["measured"]
-    assert r["checks"][0]["engine"].startswith("SGLang 0.4.1 rules")
+    assert r["checks"][0]["engine"].startswith("SGLang 0.4.1.post6 rules")
 
 
 def test_kimi_mla_log_min_over_ranks() -> None:
@@ -85,3 +85,14 @@ def test_missing_file_is_one_line() -> None:
     code, _r, err = probe("llama-3.1-8b-instruct", "--from-sglang-log", "/nonexistent.log")
     assert code == 2
     assert "--from-sglang-log: no file" in err
+
+
+def test_log_without_kv_line_gets_0_4_0_rules() -> None:
+    # held-out docs run (2024-12-29): no K/V line -> before sglang==0.4.1.post6 (memory_pool.py:221)
+    # rest = [76.385 - 78.815 x 0.12, 76.395 - 78.805 x 0.12] GiB / 32,768 B (16 x 8 x 64 x 2 x 2) -> 2,193,070..2,193,437
+    code, r, err = probe("llama-3.2-1b", "--from-sglang-log", str(LOGS / "docs-native-api-llama-3.2-1b-instruct-dated-2024-12.log"))
+    assert code == 0, err
+    t = rows(r)["max_total_num_tokens"]
+    assert (t["predicted_min"], t["predicted_max"], t["measured"]) == (2193070, 2193437, 2193171)
+    assert t["verdict"] == "agree"
+    assert r["checks"][0]["engine"].startswith("SGLang 0.4.0 rules")

@@ -60,7 +60,7 @@ REPLAY = {
 # the version each log's rules follow when the log does not print it (INDEX.json says how it was dated)
 VERSIONS = {
     "llms-in-clouds-qwq-32b-0.4.3.post4.log": "0.4.3.post4",
-    "docs-sglang-send-request-llama-3.1-8b-instruct-dated-2025-01.log": "0.4.1",
+    "docs-sglang-send-request-llama-3.1-8b-instruct-dated-2025-01.log": "0.4.1.post6",  # K/V line, no #tokens
     "amd-issues-kimi-k2.5-0.5.8.post1-rocm.log": "0.5.8.post1",
 }
 
@@ -142,7 +142,7 @@ GEOMETRY = {
     "pr-11716-unknown-model-dated-2025-10.log": ("llama-3.1-70b", ["--tp", "8", "--sglang-version", "0.5.3"], 80 * 1 * 128 * 2),
     "llms-in-clouds-qwq-32b-0.4.3.post4.log": ("QWQ", ["--tp", "4", "--sglang-version", "0.4.3.post4"], 64 * 2 * 128 * 2),
     "docs-sglang-send-request-llama-3.1-8b-instruct-dated-2025-01.log": (
-        "llama-3.1-8b-instruct", ["--sglang-version", "0.4.1"], 32 * 8 * 128 * 2,
+        "llama-3.1-8b-instruct", ["--sglang-version", "0.4.1.post6"], 32 * 8 * 128 * 2,
     ),
     # MLA: 61 x 576 x 2 B, one latent buffer ("KV size")
     "amd-issues-kimi-k2.5-0.5.8.post1-rocm.log": ("kimi-k2-instruct", ["--tp", "8", "--sglang-version", "0.5.8.post1"], 61 * 576 * 2),
@@ -187,7 +187,7 @@ def test_index_covers_the_suite() -> None:
         "kvcached-198-gpt-oss-20b-dated-2025-10.log": "crashed before the pool",
         "ktransformers-1870-qwen3.5-moe-dated-2026-02.log": "model id and pre-load figure not logged",
     }
-    covered = set(REPLAY) | set(GEOMETRY) | set(not_checkable) | {"pr-11024-gpt-oss-20b-dated-2025-09.log"}
+    covered = set(REPLAY) | set(GEOMETRY) | set(not_checkable) | set(HELDOUT) | {"pr-11024-gpt-oss-20b-dated-2025-09.log"}
     assert covered == set(INDEX)
     assert len(INDEX) >= 15
 
@@ -201,10 +201,112 @@ def test_mimo_swa_split_by_hand() -> None:
 
 @pytest.mark.parametrize(
     ("text", "line"),
-    [("0.4.3.post4", "0.4.3.post4"), ("0.4.3.post2", "0.4.1"), ("v0.5.8.post1", "0.5.6"), ("0.5.10rc1", "0.5.10"),
+    [("0.4.3.post4", "0.4.3.post4"), ("0.4.3.post2", "0.4.1.post6"), ("0.4.1.post5", "0.4.0"), ("v0.5.8.post1", "0.5.6"), ("0.5.10rc1", "0.5.10"),
      ("0.4.8.post1", "0.4.6"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23")],
 )
 def test_release_lines(text: str, line: str) -> None:
     got, why = rules_for(text)
     assert got.label == line
     assert ("newer than the newest" in why) == (parse_release(text) > parse_release("0.5.23"))
+
+
+# Held-out logs (tests/data/sglang-logs/HELDOUT.md): collected after the rules were written. mem_fraction_static
+# is 0.88 in all of them: SGLang's default for TP 1 on these cards (sglang==0.4.0: python/sglang/srt/server_args.py:
+# 158-168; 0.4.3 :195-205, unchanged for <= 80 GiB in 0.4.6) where server_args is not printed, the logged value
+# where it is (the second batch).
+LLAMA8_CELL = 32 * 8 * 128 * 2 * 2  # 32 layers x 8 KV heads x 128 x (K, V) x 2 B
+QWEN7_CELL = 28 * 4 * 128 * 2 * 2  # Qwen2-7B geometry (DeepSeek-R1-Distill-Qwen-7B): 28 x 4 KV heads x 128
+LLAMA1_CELL = 16 * 8 * 64 * 2 * 2  # Llama-3.2-1B: 16 layers x 8 KV heads x 64
+HELDOUT = {
+    # file -> (model, release, P as (GiB, +- GiB), A GiB, GPU for the estimate-only case, bytes per token)
+    # PR 4760 has no pre-load line: P = A + the logged "mem usage" of the load, each +-0.005
+    "pr-4760-llama-3.1-8b-instruct-dated-2025-03.log":
+        ("llama-3.1-8b-instruct", "0.4.4", (63.48 + 15.11, 2 * HALF), 63.48, "H100-80GB", LLAMA8_CELL),
+    # a 0.3.x build (Oct 2024); kvcalc's oldest line, 0.4.0, has the same rule for a dense TP-1 model
+    "llm-tracker-mi300x-llama-3-8b-instruct-dated-2024-10.log":
+        ("llama-3.1-8b-instruct", "0.4.0", (191.33, HALF), 176.33, "MI300X", LLAMA8_CELL),
+    # second batch
+    "my-deepseek-r1-distill-qwen-7b-rtx3090-dated-2025-02.log":
+        ("qwen2.5-7b", "0.4.2", (22.76, HALF), 8.37, "RTX-3090", QWEN7_CELL),
+    "docs-openai-api-llama-3.1-8b-instruct-dated-2024-11.log":  # a 0.3.x build, as above
+        ("llama-3.1-8b-instruct", "0.4.0", (78.59, HALF), 63.50, "H100-80GB", LLAMA8_CELL),
+    "docs-native-api-llama-3.2-1b-instruct-dated-2024-12.log":
+        ("llama-3.2-1b", "0.4.1", (78.81, HALF), 76.39, "H100-80GB", LLAMA1_CELL),
+}
+# (b) misses, measured before any change and kept visible (HELDOUT.md): the RTX 3090 run logged 22.76 GiB free
+# before the weights (GeForce card under WSL2) where kvcalc's card estimate has more; not an SGLang mechanism.
+HELDOUT_B_MISSES = {"my-deepseek-r1-distill-qwen-7b-rtx3090-dated-2025-02.log"}
+
+
+def _heldout_range(file: str) -> tuple[int, int]:
+    _model, _rel, (p, dp), a, _gpu, cell = HELDOUT[file]
+    lo = (a - HALF) - (p + dp) * (1 - 0.88)
+    hi = (a + HALF) - (p - dp) * (1 - 0.88)
+    return int(lo * GIB) // cell, int(hi * GIB) // cell
+
+
+@pytest.mark.parametrize("file", sorted(HELDOUT))
+def test_heldout_tokens_from_logged_memory(file: str, run_json) -> None:
+    """Acceptance (a) on the held-out logs: inside the range the printed figures allow."""
+    lg = INDEX[file]["logged"]
+    model, release, (p, _dp), a, _gpu, cell = HELDOUT[file]
+    assert p == lg.get("avail_mem_before_weights_gb", lg["avail_mem_after_weights_gb"] + lg.get("weights_mem_usage_gb", 0))
+    assert a == lg["avail_mem_after_weights_gb"]
+    lo, hi = _heldout_range(file)
+    logged = lg.get("kv_tokens", lg.get("max_total_num_tokens"))
+    assert lo <= logged <= hi, "the hand rule itself must explain the log"
+    out = run_json(
+        "size", model, "--engine", "sglang", "--sglang-version", release,
+        "--free-before-weights", f"{p:.2f}GiB", "--free-after-weights", f"{a}GiB", "--mem-fraction-static", "0.88",
+    )
+    pool = out["pool"]
+    assert pool["bytes_per_token"] == cell
+    assert lo <= pool["max_total_num_tokens"] <= hi
+    if "k_size_gb" in lg:  # (tokens + 1 padding slot) x K bytes per token, 2 decimals
+        assert gb((pool["max_total_num_tokens"] + 1) * cell // 2) == f"{lg['k_size_gb']:.2f}"
+
+
+def _logged_kv_bytes(file: str) -> float:
+    lg = INDEX[file]["logged"]
+    if "k_size_gb" in lg:
+        return (lg["k_size_gb"] + lg["v_size_gb"]) * GIB
+    # no KV line in this build: the logged token count's buffers (+1 padding slot)
+    return (lg["max_total_num_tokens"] + 1) * HELDOUT[file][5]
+
+
+def _kv_from_gpu_only(file: str, run_json) -> float:
+    model, release, _p, _a, gpu, _cell = HELDOUT[file]
+    pool = run_json("size", model, "--engine", "sglang", "--sglang-version", release, "--gpu", gpu)["pool"]
+    return pool["k_size_bytes"] + pool["v_size_bytes"]
+
+
+@pytest.mark.parametrize("file", sorted(set(HELDOUT) - HELDOUT_B_MISSES))
+def test_heldout_kv_size_from_gpu_only(file: str, run_json) -> None:
+    """Acceptance (b): given only GPU, model and settings, within max(2 %, 0.25 GiB) of the logged KV size."""
+    logged = _logged_kv_bytes(file)
+    assert abs(_kv_from_gpu_only(file, run_json) - logged) <= max(0.02 * logged, 0.25 * GIB)
+
+
+def test_heldout_b_share(run_json) -> None:
+    """Acceptance (b) asks for >= 80 %; the known misses are misses (not hidden) and the share holds."""
+    within = {}
+    for file in HELDOUT:
+        logged = _logged_kv_bytes(file)
+        within[file] = abs(_kv_from_gpu_only(file, run_json) - logged) <= max(0.02 * logged, 0.25 * GIB)
+    assert {f for f, ok in within.items() if not ok} == HELDOUT_B_MISSES
+    assert sum(within.values()) / len(within) >= 0.8
+
+
+def test_kv_line_starts_at_0_4_1_post6(run_json) -> None:
+    """The 2024-12-29 docs run (a 0.4.1 .. 0.4.1.post5 build) prints no K/V line; sglang==0.4.1.post6 is the
+    first release with one (python/sglang/srt/mem_cache/memory_pool.py:221). Same pool either way."""
+    file = "docs-native-api-llama-3.2-1b-instruct-dated-2024-12.log"
+    assert "KV Cache is allocated" not in (LOGS / file).read_text()
+    args = ("--free-before-weights", "78.81GiB", "--free-after-weights", "76.39GiB", "--mem-fraction-static", "0.88")
+    old = run_json("size", "llama-3.2-1b", "--engine", "sglang", "--sglang-version", "0.4.1", *args)["pool"]
+    new = run_json("size", "llama-3.2-1b", "--engine", "sglang", "--sglang-version", "0.4.1.post6", *args)["pool"]
+    assert old["kv_log_lines"] == []
+    # (tokens + 1) x 16 x 8 x 64 x 2 B per buffer, 2 decimals
+    k = gb((new["max_total_num_tokens"] + 1) * 16 * 8 * 64 * 2)
+    assert new["kv_log_lines"] == [f"KV Cache is allocated. K size: {k} GB, V size: {k} GB."]
+    assert old["max_total_num_tokens"] == new["max_total_num_tokens"]

@@ -103,8 +103,11 @@ _L040 = _line(
     "0.4.0", mfs=MFS_BY_TP, kv_log=LOG_NONE, pad_page=False, page_round=False, v_head=False, swa=SWA_NONE,
     running=RUN_POOL_PLUS_ONE, chunk="0.4.0", cite="sglang==0.4.0: python/sglang/srt/model_executor/model_runner.py:459-517",
 )
-# the K/V line without #tokens is in a log dated 2025-01 (docs.sglang.ai, a 0.4.1.x build)
-_L041 = _line("0.4.1", _L040, kv_log=LOG_KV, cite="sglang==0.4.3: python/sglang/srt/mem_cache/memory_pool.py:195-212")
+# the K/V line without #tokens: first in sglang==0.4.1.post6 (0.4.1 .. 0.4.1.post5 have no such log call; a
+# held-out docs run dated 2024-12-29 prints none). Pool rule unchanged from 0.4.0.
+_L041 = _line(
+    "0.4.1.post6", _L040, kv_log=LOG_KV, cite="sglang==0.4.1.post6: python/sglang/srt/mem_cache/memory_pool.py:221",
+)
 _L043P4 = _line("0.4.3.post4", _L041, kv_log=LOG_TOKENS, cite="sglang==0.4.6: python/sglang/srt/mem_cache/memory_pool.py:243-260")
 _L046 = _line(
     "0.4.6", _L043P4, mfs=MFS_BY_TP_BIG, pad_page=True, page_round=True,

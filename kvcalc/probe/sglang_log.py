@@ -55,7 +55,7 @@ class SglangLog:
             return "0.5.16+ (KV line with dtype)"
         if self.tokens is not None:
             return "0.4.3.post4+ (KV line with #tokens)" + (" and available_gpu_mem" if "available_gpu_mem" in self.scheduler else "")
-        return "0.4.1-0.4.3 (KV line without #tokens)" if self.kv_lines else "no KV line"
+        return "0.4.1.post6-0.4.3.post3 (KV line without #tokens)" if self.kv_lines else "no KV line (before 0.4.1.post6)"
 
 
 def looks_like_sglang(text: str) -> bool:
@@ -132,7 +132,9 @@ def infer_version(log: SglangLog, given: str | None) -> tuple[str, str]:
         if "available_gpu_mem" in log.scheduler:
             return "0.4.10", "#tokens and available_gpu_mem in the log -> 0.4.10 rules (pass --sglang-version)"
         return "0.4.3.post4", "the KV line has #tokens -> 0.4.3.post4 rules (pass --sglang-version)"
-    return "0.4.1", "the KV line has no #tokens -> 0.4.1 rules (pass --sglang-version)"
+    if log.kv_lines:  # sglang==0.4.1.post6: python/sglang/srt/mem_cache/memory_pool.py:221 (first K/V line)
+        return "0.4.1.post6", "the KV line has no #tokens -> 0.4.1.post6 rules (pass --sglang-version)"
+    return "0.4.0", "no KV line -> 0.4.0 rules (before 0.4.1.post6; pass --sglang-version)"
 
 
 def _bounds(printed: str) -> tuple[int, int, int]:
