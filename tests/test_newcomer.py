@@ -185,7 +185,7 @@ def test_revision_on_a_preset_says_what_to_do(run):
 
 def test_ambiguous_gpu_alias_says_what_it_means(run):
     out = " ".join(run("size", "qwen3-0.6b", "--gpu", "A100")[1].split())
-    assert "--gpu A100 means A100-40GB (40 GiB); give --gpu A100-80GB for the other card" in out
+    assert "--gpu A100 means A100-40GB (39.39 GiB); give --gpu A100-80GB for the other card" in out
     assert "means" not in run("size", "qwen3-0.6b", "--gpu", "A100-80GB")[1]
 
 

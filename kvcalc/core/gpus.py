@@ -17,6 +17,12 @@ GIB = 1 << 30
 _ISSUE14 = "mem_get_info total measured with vLLM 0.11 (issue 14)"
 _SMI = "nvidia-smi total (CUDA reports ~0.5 GiB less; not verified by kvcalc)"
 _MODAL = "nvidia-smi total, listed in modal-labs/modal-client PR #2797 (CUDA reports ~0.5 GiB less)"
+# Every cuda=True figure is quoted, with its URL, in tests/data/gpu-totals/SOURCES.md (tests/test_gpu_catalog.py
+# checks the two agree).
+
+
+def _oom(total: str, url: str) -> str:
+    return f"torch OOM 'GPU 0 has a total capacity of {total} GiB' ({url})"
 
 
 def _gib(x: float) -> int:
@@ -39,24 +45,28 @@ CATALOG: tuple[Gpu, ...] = (
     Gpu("H100-80GB", _gib(79.18), _ISSUE14 + "; vLLM 0.6 logs on H100 print total_gpu_memory 79.22GiB (PR 12126)",
         ("H100", "H100-SXM", "H100-SXM5-80GB", "H100-80GB-HBM3"), True, sm=90, nvswitch=True),
     Gpu("H100-PCIe", 81559 * MIB, _SMI, ("H100-PCIE-80GB",), sm=90),
-    Gpu("H100-NVL", 95830 * MIB, _SMI, ("H100NVL",), sm=90),
-    Gpu("H200", _gib(139.80), "vLLM log 'Free memory on device (137.64/139.8 GiB) on startup' on H200 (public run notes; "
-        "torch OOM messages on 8xH200 print 139.80)", ("H200-141GB", "H200-SXM"), True, sm=90, nvswitch=True),
+    Gpu("H100-NVL", _gib(93.00), _oom("93.00", "github.com/ali-vilab/VACE/issues/56"), ("H100NVL",), True, sm=90),
+    Gpu("H200", _gib(139.80), "vLLM log 'Free memory on device (137.64/139.8 GiB) on startup' on H200 "
+        "(public run notes, no URL found yet; torch OOM messages on 8xH200 print 139.80)", ("H200-141GB", "H200-SXM"), True, sm=90, nvswitch=True),
     Gpu("H20", 97871 * MIB, _SMI, (), sm=90, nvswitch=True),
-    Gpu("B200", 183359 * MIB, _SMI, ("B200-180GB",), sm=100, nvswitch=True),
+    Gpu("B200", _gib(178.35), "device query 'Total Global Memory: 178.35 GB' (GiB despite the label) on NVIDIA B200 "
+        "(github.com/pytorch/ao/pull/4002)", ("B200-180GB",), True, sm=100, nvswitch=True),
     Gpu("GB200", 186 * 10**9, "vendor size 186 GB (HBM3e per GPU; CUDA reports less)", (), sm=100, nvswitch=True),
     Gpu("A100-80GB", _gib(79.25), _ISSUE14 + "; dennislee22 vLLM 0.10.1.1 A100 logs at two utilizations imply 79.28",
         ("A100-SXM4-80GB", "A100-PCIE-80GB"), True, sm=80, nvswitch=True),
-    Gpu("A100-40GB", 40960 * MIB, _MODAL, ("A100", "A100-SXM4-40GB"), sm=80, nvswitch=True),
-    Gpu("L40S", _gib(44.39), "vLLM log 'Free memory on device (16.17/44.39 GiB) on startup' on L40S (public run notes; "
-        "torch OOM messages print 44.39-44.40)", (), True, sm=89),
+    Gpu("A100-40GB", 42298834944, "deviceQuery 'Total amount of global memory: 40339 MBytes (42298834944 bytes)' on "
+        "A100-SXM4-40GB (github.com/bottlerocket-os/bottlerocket/pull/3873)", ("A100", "A100-SXM4-40GB"), True,
+        sm=80, nvswitch=True),
+    Gpu("L40S", _gib(44.39), "vLLM log 'Free memory on device (16.17/44.39 GiB) on startup' on L40S "
+        "(public run notes, no URL found yet; torch OOM messages print 44.39-44.40)", (), True, sm=89),
     Gpu("L4", 23034 * MIB, _MODAL, (), sm=89),
     Gpu("A10G", 23028 * MIB, f"{_MODAL} (A10; the A10G reports the same 24 GB class)", ("A10",), sm=86),
-    Gpu("T4", 15360 * MIB, _MODAL, (), sm=75),
-    Gpu("RTX-5090", 32607 * MIB, _SMI, ("5090", "RTX5090"), sm=120),
-    Gpu("RTX-4090", 24564 * MIB, _SMI, ("4090", "RTX4090"), sm=89),
-    Gpu("RTX-3090", _gib(23.58), "vLLM log 'Memory profiling results: total_gpu_memory=23.58GiB' on RTX 3090 "
-        "(vllm-project/vllm#10517, tests/data/vllm-budget/issue10517-*.log)", ("3090", "RTX3090"), True, sm=86),
+    Gpu("T4", _gib(14.74), _oom("14.74", "github.com/zai-org/CogVideo/issues/741"), (), True, sm=75),
+    Gpu("RTX-5090", _gib(31.37), _oom("31.37", "github.com/Wan-Video/Wan2.1/issues/465"), ("5090", "RTX5090"), True,
+        sm=120),
+    Gpu("RTX-4090", _gib(23.64), _oom("23.64", "github.com/ali-vilab/VGen/issues/104"), ("4090", "RTX4090"), True, sm=89),
+    Gpu("RTX-3090", _gib(23.70), "torch OOM '(GPU 0; 23.70 GiB total capacity; ...)' "
+        "(github.com/Lightning-AI/lit-llama/issues/137)", ("3090", "RTX3090"), True, sm=86),
     Gpu("MI300X", 192 * GIB, "AMD specification: 192 GB HBM3 (binary GiB as ROCm reports it)", ()),
     Gpu("MI325X", 256 * GIB, "AMD specification: 256 GB HBM3E (binary GiB as ROCm reports it)", ()),
 )

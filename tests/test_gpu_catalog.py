@@ -1,0 +1,92 @@
+"""The GPU catalog's CUDA totals against the lines they were copied from (tests/data/gpu-totals/SOURCES.md).
+
+Every ``cuda=True`` entry needs one ``primary`` row; its bytes must round to the printed figure
+(0.01 GiB, or the exact byte count where one is printed), so neither file can drift from the other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvcalc.core.gpus import CATALOG, GIB, Gpu
+
+SOURCES = Path(__file__).parent / "data" / "gpu-totals" / "SOURCES.md"
+# Entries whose CUDA figure has no citable URL yet (kvcalc's own measurement, or the earlier run notes).
+NO_URL_YET = {"H100-80GB", "A100-80GB", "H200", "L40S"}
+
+
+def _rows() -> list[dict[str, str]]:
+    rows: list[dict[str, str]] = []
+    header: list[str] | None = None
+    for line in SOURCES.read_text().splitlines():
+        if not line.startswith("| "):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if header is None:
+            header = cells
+        elif not set(line) <= {"|", "-", " "}:
+            assert len(cells) == len(header), line
+            rows.append(dict(zip(header, cells, strict=True)))
+    return rows
+
+
+ROWS = _rows()
+CUDA = [g for g in CATALOG if g.cuda]
+
+
+def _primary(gpu: Gpu) -> dict[str, str]:
+    found = [r for r in ROWS if r["GPU"] == gpu.name and r["role"] == "primary"]
+    assert len(found) == 1, f"{gpu.name}: {len(found)} primary rows in {SOURCES.name}"
+    return found[0]
+
+
+def _gib(row: dict[str, str]) -> float:
+    return int(row["figure"]) / GIB if row["unit"] == "bytes" else float(row["figure"])
+
+
+def test_table_is_well_formed() -> None:
+    assert ROWS
+    names = {g.name for g in CATALOG}
+    for r in ROWS:
+        assert r["GPU"] in names, r["GPU"]
+        assert r["role"] in {"primary", "agrees", "differs"}, r
+        assert r["unit"] in {"GiB", "bytes"}, r
+        assert r["quoted line"].startswith("`") and r["quoted line"].endswith("`"), r
+        assert r["URL"] == "none" or r["URL"].startswith("https://github.com/"), r
+        assert r["how the GPU was identified"], r
+
+
+@pytest.mark.parametrize("gpu", CUDA, ids=lambda g: g.name)
+def test_cuda_total_matches_its_quoted_line(gpu: Gpu) -> None:
+    row = _primary(gpu)
+    if row["unit"] == "bytes":
+        assert gpu.memory_bytes == int(row["figure"])
+    else:
+        decimals = len(row["figure"].partition(".")[2])
+        assert round(gpu.memory_bytes / GIB, decimals) == float(row["figure"])
+    if row["URL"] == "none":
+        assert gpu.name in NO_URL_YET, f"{gpu.name}: a CUDA figure needs a URL in {SOURCES.name}"
+    else:
+        assert gpu.name not in NO_URL_YET, f"{gpu.name} has a URL now: drop it from NO_URL_YET"
+        assert row["URL"].removeprefix("https://") in gpu.source, (gpu.source, row["URL"])
+        assert row["figure"] in row["quoted line"] and row["figure"] in gpu.source
+
+
+def test_primary_rows_are_cuda_entries_and_agreeing_rows_agree() -> None:
+    for r in ROWS:
+        gpu = next(g for g in CATALOG if g.name == r["GPU"])
+        assert gpu.cuda, f"{gpu.name} has a quoted CUDA figure but cuda=False"
+        if r["role"] == "agrees":
+            assert abs(_gib(r) - _gib(_primary(gpu))) <= 0.02 + 1e-9, r
+        if r["role"] == "differs":
+            assert abs(_gib(r) - _gib(_primary(gpu))) > 0.02, f"{r['URL']} agrees: mark it 'agrees'"
+
+
+def test_cuda_figures_sit_under_the_nvidia_smi_totals_they_replace() -> None:
+    # nvidia-smi's totals (MiB) for the cards this change moved to CUDA figures: an upper bound.
+    smi = {"H100-NVL": 95830, "B200": 183359, "A100-40GB": 40960, "T4": 15360, "RTX-5090": 32607,
+           "RTX-4090": 24564, "RTX-3090": 24576}
+    for name, mib in smi.items():
+        gpu = next(g for g in CATALOG if g.name == name)
+        assert 0 < mib * 2**20 - gpu.memory_bytes < 2 * GIB, name
