@@ -115,23 +115,61 @@ def to_json(payload: Any) -> str:
     return text
 
 
-_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+def _c_encoder() -> Any:
+    """One C encoder for every value (``json.dumps(v, ensure_ascii=False)``'s output):
+    ``JSONEncoder.encode`` builds a new one on each call, which was most of a sweep's JSON time."""
+    plain = json.JSONEncoder(ensure_ascii=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    escape = getattr(json.encoder, "c_encode_basestring", None)
+    if make is None or escape is None:  # an interpreter without the C accelerator
+        return plain.encode
+    try:
+        run = make(None, plain.default, escape, None, ": ", ", ", False, False, True)  # payloads are trees
+    except TypeError:  # another signature than CPython 3.11-3.14's
+        return plain.encode
+
+    def encode(value: Any) -> str:
+        kind = type(value)
+        if kind is str:
+            return escape(value)  # type: ignore[no-any-return]
+        if kind is int:
+            return int.__repr__(value)  # as json writes an int
+        if value is None:
+            return "null"
+        if kind is bool:
+            return "true" if value else "false"
+        return "".join(run(value, 0))
+
+    return encode
 
 
-def _pretty(value: Any, level: int, pad: str) -> tuple[str, str]:
-    """(as printed, on one line): each value is encoded once, parents join their children."""
+_ENCODE = _c_encoder()
+
+
+def _pretty(value: Any, level: int, pad: str, seen: dict[int, tuple[Any, str]] | None = None) -> tuple[str, str]:
+    """(as printed, on one line): each value is encoded once, parents join their children; a
+    container met again (a sweep's rows share their pool's object) is encoded once (``seen``)."""
     if level >= 2 or not isinstance(value, (dict, list)) or not value:
+        if seen is not None and isinstance(value, (dict, list)) and value:
+            hit = seen.get(id(value))
+            if hit is not None and hit[0] is value:
+                return hit[1], hit[1]
+            flat = _ENCODE(value)
+            seen[id(value)] = (value, flat)
+            return flat, flat
         flat = _ENCODE(value)
         return flat, flat
+    if seen is None:
+        seen = {}
     inner = pad + "  "
     if isinstance(value, dict):
         keys = [_ENCODE(str(k)) for k in value]
-        kids = [_pretty(v, level + 1, inner) for v in value.values()]
+        kids = [_pretty(v, level + 1, inner, seen) for v in value.values()]
         flat = "{" + ", ".join(f"{k}: {f}" for k, (_, f) in zip(keys, kids)) + "}"
         if len(flat) + len(pad) <= 88:
             return flat, flat
         return "{\n" + ",\n".join(f"{inner}{k}: {p}" for k, (p, _) in zip(keys, kids)) + "\n" + pad + "}", flat
-    kids = [_pretty(v, level + 1, inner) for v in value]
+    kids = [_pretty(v, level + 1, inner, seen) for v in value]
     flat = "[" + ", ".join(f for _, f in kids) + "]"
     if len(flat) + len(pad) <= 88:
         return flat, flat

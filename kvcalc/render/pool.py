@@ -63,8 +63,24 @@ def pool_document(r: PoolReport, units: str = "iec") -> Document:
     return doc
 
 
+_PAYLOADS: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+
 def pool_payload(r: PoolReport) -> dict[str, Any]:
-    """The pool as the JSON contract's ``pool`` object (the same keys for both engines)."""
+    """The pool as the JSON contract's ``pool`` object (the same keys for both engines). One
+    dict per pool (read, never changed, by its callers): a sweep's rows share a few pools, and
+    ``to_json`` encodes a shared object once."""
+    hit = _PAYLOADS.get(id(r))
+    if hit is not None and hit[0] is r:
+        return hit[1]
+    if len(_PAYLOADS) >= 256:
+        _PAYLOADS.clear()
+    payload = _pool_payload(r)
+    _PAYLOADS[id(r)] = (r, payload)  # the pool is kept with it, so its id is not reused meanwhile
+    return payload
+
+
+def _pool_payload(r: PoolReport) -> dict[str, Any]:
     if getattr(r, "engine", "vllm") == "sglang":
         from kvcalc.render.sglang_pool import sglang_pool_payload
 

@@ -49,24 +49,31 @@ def _layer_groups(model: ModelSpec, cache: CacheSettings) -> tuple[dict[str, Any
     return tuple(out)
 
 
+@lru_cache(maxsize=256)
+def _model_payload(m: ModelSpec, cache: CacheSettings) -> dict[str, Any]:
+    """The ``model`` object: one dict per model and cache settings, shared by a sweep's rows
+    (read, never changed, by its callers; ``to_json`` encodes a shared object once)."""
+    return {
+        "name": m.name,
+        "source": m.source,
+        "model_type": m.model_type,
+        "num_layers": m.num_layers,
+        "num_attention_heads": m.num_attention_heads,
+        "num_kv_heads": m.num_kv_heads,
+        "head_dim": m.head_dim,
+        "attention": m.attention,
+        "dtype": m.dtype,
+        "max_model_len": m.max_model_len,
+        "vllm_supported": m.vllm_supported,
+        "layer_groups": [dict(g) for g in _layer_groups(m, cache)],
+    }
+
+
 def size_payload(r: SizeResult) -> dict[str, Any]:
     fp = r.footprint
     m = fp.model
     payload: dict[str, Any] = {
-        "model": {
-            "name": m.name,
-            "source": m.source,
-            "model_type": m.model_type,
-            "num_layers": m.num_layers,
-            "num_attention_heads": m.num_attention_heads,
-            "num_kv_heads": m.num_kv_heads,
-            "head_dim": m.head_dim,
-            "attention": m.attention,
-            "dtype": m.dtype,
-            "max_model_len": m.max_model_len,
-            "vllm_supported": m.vllm_supported,
-            "layer_groups": layer_groups(fp),
-        },
+        "model": _model_payload(m, fp.cache),
         "vllm_version": r.vllm_version,
         **{"engine": r.engine, "sglang_version": r.sglang_version, "rules": r.rules},
         "kv_dtype": fp.cache.kv_dtype.name,
