@@ -68,15 +68,19 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
         for key, value in run["logged"].items():
             assert str(value) in text, (run["id"], key, value)
 
-# measured 2026-11-30 with the 19 held-out runs of HELDOUT.md added (Gemma's tied LM head and the
-# RTX 3090's CUDA total fixed after that measurement): 33 of 39 available figures within
-# max(2 %, 0.25 GiB), median 0.6 %. Misses: gpt-oss-120b on one H100 (issue 27508; MXFP4 weights
-# vLLM loads ~5.3 GiB larger on Hopper, issue 23278, reason not yet read); 0.31's transient peak
-# (week10); NCCL's smaller PCIe buffers on 8 L40S; the A100-40GB's nvidia-smi total; the MoE
-# profile peaks of Qwen3-30B-A3B and DeepSeek-V2-Lite (under-estimated by 0.5-0.6 GiB)
+# measured 2026-11-30 with the 19 held-out runs of HELDOUT.md added (Gemma's tied LM head, the RTX
+# 3090's CUDA total and MXFP4's padded Marlin experts on H100 fixed after that measurement):
+# 33 of 39 available figures within max(2 %, 0.25 GiB). MXFP4 experts on H100 load through
+# vLLM's padded Marlin kernel in 0.10.1-0.11.x pip installs (docs/vllm-budget.md, "gpt-oss on Hopper"):
+# issue 23278's weights -0.04 GiB (was -5.27), issue 27508 +0.26 (was +5.49). Issue 14's gpt-oss-120b
+# figure (3.33 GiB) matched before only because the weights were underestimated; with the native
+# sampler its 20b run measured, 3.33 needs weights of 60.57 GiB or less, below the checkpoint's own
+# 60.8 GiB, so its set-up differed from the inputs recorded (a Docker image with triton_kernels loads
+# unpadded experts). Other misses: 0.31's transient peak (week10); NCCL's smaller PCIe buffers on 8
+# L40S; the MoE profile peaks of Qwen3-30B-A3B and DeepSeek-V2-Lite (under-estimated by 0.5-0.6 GiB)
 BOUND_HITS = 33
-BOUND_MAX_GIB = 5.5
-BOUND_WEIGHTS_GIB = 5.3
+BOUND_MAX_GIB = 5.4
+BOUND_WEIGHTS_GIB = 0.6  # LLaVA's vision tower (-0.59, not modelled); every other weights row within 0.07
 
 
 if __name__ == "__main__":  # python tests/test_budget_calibration.py

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from kvcalc.app.budget_check import predict
 from kvcalc.app.settings import Settings
-from kvcalc.core.budget_rules import capture_sizes, default_max_num_seqs, sampler_bytes_per_element
+from kvcalc.core.budget_rules import capture_sizes, default_max_num_seqs, mxfp4_marlin, sampler_bytes_per_element
 from kvcalc.core.gpus import find_gpu
 from kvcalc.core.vllm_rules import rules_for
 from kvcalc.errors import ConfigError, KvcalcError
@@ -138,3 +139,35 @@ def test_nvls_buffers_only_on_hopper_nvswitch_with_tp() -> None:
     h100_tp1 = _budget(gpu="H100-80GB", vllm_version="0.19.0", max_model_len=8192)["non_torch"]
     assert h100_tp2 - a100_tp2 == 2415919104  # NCCL NVLS (vllm#9699)
     assert h100_tp1 < a100_tp2 < GIB
+
+
+def test_gpt_oss_120b_mxfp4_weights_on_h100_match_the_vllm_0_10_1_1_log() -> None:
+    # vllm-project/vllm#23278 (tests/data/vllm-logs/issue-23278-...): "Model loading took 65.9651 GiB"
+    # on one H100 with 0.10.1.1. The wheel pins torch 2.7.1, so Mxfp4MoEMethod._should_use_marlin
+    # picks Marlin on sm90 too (mxfp4.py:123-135), whose create_weights pads (mxfp4.py:154-167):
+    #   I = round_up(2880, 128) = 2944, H = round_up(2880, 256) = 3072, 128 experts x 36 layers
+    #   per layer: values 3 I H / 2 = 13,565,952 x 128 B = 1,736,441,856; scales 3 I H / 32 x 128 = 108,527,616;
+    #              bf16 biases (2 I + H) x 2 x 128 = 2,293,760  -> 1,847,263,232 B; x 36 = 66,501,476,352
+    #   bf16 rest, 2 B x (attention (5120 + 4096) x 2880 x 36 = 955,514,880 + router 128 x 2880 x 36 = 13,271,040
+    #   + norms 2 x 2880 x 36 = 207,360 + embedding and LM head 2 x 201088 x 2880 = 1,158,266,880 + 2880)
+    #   = 4,254,526,080; fp32 YaRN table 4096 x 32 positions x 64 x 4 B = 33,554,432 (gpt_oss.py:48-66)
+    #   total 70,789,556,864 B = 65.928 GiB (the log: 65.965; the 0.037 left matches the torch allocator's
+    #   rounding: each layer's 69 MiB w13 scale tensor holds an unsplit 70 MiB block, 36 MiB in all)
+    model = resolve("gpt-oss-120b").spec
+    s = Settings().with_(gpu="H100-80GB", vllm_version="0.10.1.1", gpu_memory_utilization=0.9, max_model_len=16384)
+    weights = predict(model, s, stage=None)[0]["weights"] / GIB
+    assert weights == pytest.approx(65.9651, abs=0.05)
+    # the same checkpoint with 0.12.0 on H100: vendored triton_kernels, Triton, no Marlin padding
+    s12 = s.with_(vllm_version="0.12.0")
+    assert predict(model, s12, stage=None)[0]["weights"] / GIB < 61.0
+    # gpt-oss-20b on A100 (Marlin below sm90 in every release): 0.19.0 log 13.72 GiB
+    a100 = Settings().with_(gpu="A100-80GB", vllm_version="0.19.0", gpu_memory_utilization=0.65, max_model_len=131072)
+    assert predict(resolve("gpt-oss-20b").spec, a100, stage=None)[0]["weights"] / GIB == pytest.approx(13.72, abs=0.05)
+
+
+def test_mxfp4_marlin_per_release_and_gpu() -> None:
+    assert mxfp4_marlin(rules_for("0.10.1.1")[0], 90)  # torch 2.7.1 < 2.8.0
+    assert mxfp4_marlin(rules_for("0.11.0")[0], 90)  # no triton_kernels in a pip install
+    assert not mxfp4_marlin(rules_for("0.12.0")[0], 90)  # vllm/third_party/triton_kernels
+    assert mxfp4_marlin(rules_for("0.12.0")[0], 80) and mxfp4_marlin(rules_for("0.19.0")[0], 120)
+    assert not mxfp4_marlin(rules_for("0.11.0")[0], 100) and not mxfp4_marlin(rules_for("0.11.0")[0], 0)

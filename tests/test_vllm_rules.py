@@ -49,7 +49,8 @@ def test_releases_before_the_v1_engine_are_refused(text):
         ("0.19.1", "0.19.0–0.19.x"),
         ("0.20.0", "0.20.0"),
         ("0.20.2", "0.20.1–0.21.x"),
-        ("0.10.1.1", "0.10.1–0.10.x"),  # 0.9.2 and 0.10.0 are lines of their own (chunked-local, mamba)
+        ("0.10.1.1", "0.10.1"),  # 0.9.2 and 0.10.0 are lines of their own (chunked-local, mamba)
+        ("0.10.2", "0.10.2–0.10.x"),  # torch 2.8.0: the MXFP4 kernel choice changes
         ("0.9.2", "0.9.2"),
         ("0.10.0", "0.10.0"),
         ("0.15.1", "0.14.0–0.16.x"),
@@ -73,7 +74,7 @@ def test_the_lines_cover_every_release_once_and_in_order():
     # newest first, contiguous: each line ends right before the next newer one begins
     for newer, older in zip(R.LINES, R.LINES[1:]):
         assert R._pad(older.last) < R._pad(newer.first)
-    for text in ("0.8.0", "0.8.2", "0.8.3", "0.8.4", "0.8.5", "0.9.0", "0.9.1", "0.9.2",
+    for text in ("0.8.0", "0.8.2", "0.8.3", "0.8.4", "0.8.5", "0.9.0", "0.9.1", "0.9.2", "0.10.2",
                  "0.11.0", "0.11.1", "0.12.0", "0.13.0", "0.14.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0",
                  "0.20.1", "0.22.0", "0.26.0", "0.27.0", "0.28.0", "0.29.0", "0.30.0", "0.33.0"):
         line, _ = R.rules_for(text)
@@ -86,6 +87,9 @@ def test_the_lines_cover_every_release_once_and_in_order():
         # GPU KV cache size (docs/vllm-releases.md section 1)
         ("0.9.0.1", "0.9.1", "tokens", R.TOKENS_BLOCKS, R.TOKENS_PER_GROUP),
         ("0.10.2", "0.11.0", "tokens", R.TOKENS_PER_GROUP, R.TOKENS_PER_GROUP_MIN_BS),
+        # MXFP4 MoE kernel of a pip install (docs/vllm-budget.md, gpt-oss weights)
+        ("0.10.1.1", "0.10.2", "mxfp4_kernel", R.MXFP4_TORCH27, R.MXFP4_NO_TRITON_KERNELS),
+        ("0.11.2", "0.12.0", "mxfp4_kernel", R.MXFP4_NO_TRITON_KERNELS, R.MXFP4_VENDORED),
         ("0.20.0", "0.20.1", "tokens", R.TOKENS_PER_GROUP_MIN_BS, R.TOKENS_CONCURRENCY),
         # concurrency (section 2)
         ("0.9.0.1", "0.9.1", "concurrency", R.CONC_TOKENS, R.CONC_POOLED),

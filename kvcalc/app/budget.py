@@ -15,6 +15,7 @@ from kvcalc.core.budget_rules import (
     cudagraph_estimate,
     default_max_num_seqs,
     forward_per_token,
+    mxfp4_marlin,
     non_torch,
     profile_peak,
     sampler_bytes_per_element,
@@ -108,15 +109,16 @@ def _scheduler(
 
 
 def _weights(
-    s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, sm: int = 0, dtype_bytes: int = 0
+    s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, dtype_bytes: int = 0, marlin: bool = False
 ) -> tuple[tuple[int, ...], str]:
     """Weights on one GPU of each PP stage, and their source. ``dtype_bytes``: the model dtype's
-    size after --dtype (the cache settings carry it)."""
+    size after --dtype (the cache settings carry it). ``marlin``: the release loads MXFP4 experts
+    through its Marlin kernel on this GPU (budget_rules.mxfp4_marlin)."""
     quant = _quantization(s)
     dtype = None
     if s.dtype not in (None, "auto") and dtype_bytes and dtype_bytes != MODEL_DTYPES[model.dtype]:
         dtype = next(name for name, size in MODEL_DTYPES.items() if size == dtype_bytes)
-    est = estimate_weights(model, plan, quant, marlin=0 < sm < 90, dtype=dtype)
+    est = estimate_weights(model, plan, quant, marlin=marlin, dtype=dtype)
     weights_flag = _size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
         return est.bytes_per_stage, f"{est.method}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
@@ -286,7 +288,8 @@ def budget_inputs(
     assert total is not None  # _bypass answers when there is no total
     # vLLM request_memory: ceil(total x utilization) from 0.14; the float product before
     requested = math.ceil(total * util) if line.request_ceil else int(total * util)
-    weights, src = _weights(s, model, plan, checkpoint, _sm(s, gpu_name), cache.mamba_dtype_bytes)
+    marlin = mxfp4_marlin(line, _sm(s, gpu_name))
+    weights, src = _weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, marlin)
     mnbt = common["max_num_batched_tokens"]
     shapes = _shapes(model, cache)
     seqs = _max_num_seqs(s, line, total, gpu_name)

@@ -74,6 +74,11 @@ MAMBA_16 = "16 x cdiv(mamba page, 16 x attention bytes per token)"  # 0.10.0-0.1
 MAMBA_BLOCK = "align = max(16, block size); align x cdiv(...)"  # 0.20.0-0.26.x (vllm==0.20.0: platforms/interface.py:502-605)
 MAMBA_MLA128 = MAMBA_BLOCK + "; MLA hybrids align >= 128"  # 0.27.0- (vllm==0.27.0: platforms/interface.py:888)
 
+# which MXFP4 MoE kernel a plain `pip install vllm` picks on CUDA (its weights are padded for Marlin)
+MXFP4_TORCH27 = "Marlin on every CUDA GPU but sm100: the wheel pins torch 2.7.1"  # 0.10.1.x (vllm==0.10.1.1: mxfp4.py:123-135)
+MXFP4_NO_TRITON_KERNELS = "Marlin: triton_kernels and FlashInfer are optional extras"  # 0.10.2-0.11.x (vllm==0.11.0: mxfp4.py:59-102)
+MXFP4_VENDORED = "Marlin below sm90 and from sm110; Triton (vendored triton_kernels) on sm90-sm10x"  # 0.12.0- (vllm==0.12.0: mxfp4.py:150-162)
+
 
 @record
 class RuleLine:
@@ -110,6 +115,8 @@ class RuleLine:
     # cross-attention reserves max_num_encoder_input_tokens (= max_num_batched_tokens) per request,
     # not the encoder length (vllm==0.11.0: vllm/v1/kv_cache_interface.py:256-262; vllm==0.10.2: :230-235)
     cross_from_batch: bool = True
+    # the MXFP4 MoE kernel of a pip install (MXFP4_* above; kvcalc.core.budget_rules.mxfp4_marlin)
+    mxfp4_kernel: str = MXFP4_VENDORED
     # --- the memory budget (issue 14; docs/vllm-budget.md cites each rule) ---
     # top-k/top-p path of the profile run's dummy sampler over max_num_seqs x vocab logits,
     # and its peak bytes per element with a bf16 model (docs/vllm-budget.md section 3)
@@ -164,6 +171,7 @@ _BASE = dict(
     mamba_align=MAMBA_MLA128,
     float_kv_mismatch=True,
     cross_from_batch=True,
+    mxfp4_kernel=MXFP4_VENDORED,
     sampler_path=SAMPLER_V2,
     sampler_bytes=10,
     cuda_context_charged=False,
@@ -196,9 +204,10 @@ _V0_13 = dict(
     sampler_path=SAMPLER_NATIVE, sampler_bytes=38,
 )
 _V0_12 = dict(_V0_13, docs_url=False)
-_V0_11_2 = dict(_V0_12, group_ratio=0, sampler_path=SAMPLER_NATIVE_OR_FI)
+_V0_11_2 = dict(_V0_12, group_ratio=0, sampler_path=SAMPLER_NATIVE_OR_FI, mxfp4_kernel=MXFP4_NO_TRITON_KERNELS)
 _V0_11_0 = dict(_V0_11_2, log=LOG_PER_WORKER)
-_V0_10 = dict(_V0_11_0, tokens=TOKENS_PER_GROUP, cross_from_batch=False)
+_V0_10_2 = dict(_V0_11_0, tokens=TOKENS_PER_GROUP, cross_from_batch=False)
+_V0_10 = dict(_V0_10_2, mxfp4_kernel=MXFP4_TORCH27)
 _V0_10_0 = dict(_V0_10, chunked=CHUNKED_HYBRID)
 _V0_9_2 = dict(_V0_10, chunked=CHUNKED_FULL, mamba_align=MAMBA_NONE)
 _V0_9_1 = dict(_V0_9_2, override_applied=False)
@@ -229,7 +238,8 @@ LINES: tuple[RuleLine, ...] = (
     _line((0, 12, 0), (0, 12, 99), **_V0_12),
     _line((0, 11, 1), (0, 11, 99), **_V0_11_2),
     _line((0, 11, 0), (0, 11, 0, 99), **_V0_11_0),
-    _line((0, 10, 1), (0, 10, 99), **_V0_10),
+    _line((0, 10, 2), (0, 10, 99), **_V0_10_2),
+    _line((0, 10, 1), (0, 10, 1, 99), **_V0_10),
     _line((0, 10, 0), (0, 10, 0, 99), **_V0_10_0),
     _line((0, 9, 2), (0, 9, 2, 99), **_V0_9_2),
     _line((0, 9, 1), (0, 9, 1, 99), **_V0_9_1),

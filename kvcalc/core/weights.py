@@ -8,7 +8,8 @@ TP divides every linear layer and the vocabulary; replicated KV heads are not di
 Quantized checkpoints (``quantization_config`` or ``--quantization``, as vLLM spells it):
 fp8 linear layers 1 B/param (+ block scales); awq/gptq ``bits``/8 + a 16-bit scale (and
 zero point) per group; bitsandbytes nf4 4.5 bits (4.127 with double quantization);
-compressed-tensors by its weights' ``num_bits``; mxfp4 experts 4.25 bits/param.
+compressed-tensors by its weights' ``num_bits``; mxfp4 experts 4.25 bits/param (padded, with
+bf16 biases, under vLLM's Marlin MoE kernel; gpt-oss adds its fp32 YaRN table).
 Embeddings, LM head and norms stay in the model dtype.
 """
 
@@ -147,23 +148,41 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def marlin_mxfp4_factor(hidden: int, moe_inter: int, tp: int) -> float:
-    """Expert bytes grow by this factor under the Marlin MXFP4 MoE kernel (GPUs before sm90):
-    the per-rank intermediate size is padded to 128 and the hidden size to 256
-    (vllm==0.11.0: model_executor/layers/quantization/mxfp4.py:189-200, backend at :95)."""
-    if not hidden or not moe_inter:
-        return 1.0
-    per_rank = max(moe_inter // tp, 1)
-    return (_round_up(per_rank, 128) / per_rank) * (_round_up(hidden, 256) / hidden)
+def marlin_mxfp4_expert_bytes(experts: int, hidden: int, moe_inter: int, tp: int) -> int:
+    """Bytes of one MoE layer's MXFP4 experts on one TP rank under vLLM's Marlin MoE kernel
+    (without it: 4.25 bits per parameter, ``quant_bytes``). Marlin (vLLM's create_weights,
+    vllm==0.10.1.1: model_executor/layers/quantization/mxfp4.py:154-260; vllm==0.11.0: :187-300;
+    vllm==0.19.0: fused_moe/oracle/mxfp4.py:380-385): the per-rank intermediate size padded to
+    128, the hidden size to 256; w13 (2 I x H) and w2 (H x I) at 1/2 B per value + 1/32 B of
+    scale, and the bf16 biases (2 I and H per expert) that gpt-oss carries, padded too; the
+    repack keeps those sizes (utils/marlin_utils_fp4.py:195-297 in 0.10.1.1)."""
+    i, h = _round_up(max(moe_inter // max(tp, 1), 1), 128), _round_up(hidden, 256)
+    values = 3 * i * h  # w13: 2 I x H, w2: H x I
+    return experts * (values // 2 + values // 32 + (2 * i + h) * 2)
+
+
+def yarn_table_bytes(model: ModelSpec, a: dict) -> int:
+    """gpt-oss builds its YaRN cos/sin table in fp32 (vllm==0.10.1.1: models/gpt_oss.py:48-66,
+    dtype=torch.float32): original_max_position_embeddings x factor positions x head_dim x 4 B,
+    one buffer shared by every layer (rotary_embedding/__init__.py:21-62 caches it;
+    yarn_scaling_rope.py:60-62 sizes it). Other models' tables are not counted."""
+    rope = a.get("rope_scaling")
+    if model.model_type != "gpt_oss" or not isinstance(rope, dict):
+        return 0
+    factor = rope.get("factor")
+    orig = rope.get("original_max_position_embeddings")
+    if not isinstance(factor, (int, float)) or not isinstance(orig, int) or not 0 < factor <= 1024:
+        return 0
+    return int(orig * factor) * model.head_dim * 4
 
 
 def estimate_weights(
     model: ModelSpec, plan: ParallelPlan, quantization: str | None = None, marlin: bool = False, dtype: str | None = None
 ) -> WeightEstimate:
     """Parameters of the whole model and bytes per GPU of each PP stage (computed once per
-    model, TP size, PP split and quantization). ``marlin``: the GPU predates sm90, so MXFP4
-    experts load through the Marlin kernel and are padded. ``dtype``: ``--dtype`` when it
-    overrides the checkpoint's."""
+    model, TP size, PP split and quantization). ``marlin``: vLLM loads MXFP4 experts through
+    its Marlin kernel on this GPU and release (kvcalc.core.budget_rules.mxfp4_marlin), padded.
+    ``dtype``: ``--dtype`` when it overrides the checkpoint's."""
     # ``arch`` is left out of a model's ==/hash: its identity is part of the key (the
     # cached model keeps it alive, so the id cannot be reused while the entry exists)
     return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, marlin, dtype)
@@ -188,9 +207,9 @@ def _estimate(
     quant = quant if isinstance(quant, dict) else {}
     method = quantization or str(quant.get("quant_method") or "").lower()
     linear_b, expert_b, quant_how = quant_bytes(quant, method, dt)
-    if marlin and method == "mxfp4":
-        expert_b *= marlin_mxfp4_factor(h, _get(a, "moe_intermediate_size", "intermediate_size"), tp)
-        quant_how += ", padded for the Marlin MoE kernel (GPU before sm90)"
+    mxfp4 = method == "mxfp4"
+    if marlin and mxfp4:
+        quant_how += ", padded for vLLM's Marlin MoE kernel (+ bf16 expert biases)"
     # Gemma and Gemma 2 share the embedding as the LM head whatever the config says: vLLM asserts
     # tie_word_embeddings and has no lm_head parameter (vllm==0.19.0: model_executor/models/
     # gemma2.py:391-392, logits from embed_tokens at :423; gemma.py:385-386)
@@ -208,7 +227,11 @@ def _estimate(
         if kv_replicated and kinds.get(i) != "mamba":
             kv = 2 * h * model.num_kv_heads * model.head_dim
             rank_attn = (attn - kv) / tp + 2 * h * model.head_dim
-        per_layer_bytes.append(rank_attn * linear_b + dense / tp * linear_b + exp / tp * expert_b + 2 * h * dt)
+        exp_bytes = exp / tp * expert_b
+        if marlin and mxfp4 and exp:
+            n_exp = _get(a, "n_routed_experts", "num_experts", "num_local_experts")
+            exp_bytes = marlin_mxfp4_expert_bytes(n_exp, h, _get(a, "moe_intermediate_size", "intermediate_size"), tp)
+        per_layer_bytes.append(rank_attn * linear_b + dense / tp * linear_b + exp_bytes + 2 * h * dt)
     embed = vocab * h
     total += embed + (0 if tied else embed)
     if model.encoder_decoder:
@@ -216,8 +239,9 @@ def _estimate(
         per_layer_bytes = [2 * b for b in per_layer_bytes]
     ranges = pp_ranges(model.num_layers, pp, pp_layers)
     out = []
+    table = yarn_table_bytes(model, a)
     for s, (start, end) in enumerate(ranges):
-        b = sum(per_layer_bytes[start:end])
+        b = sum(per_layer_bytes[start:end]) + table
         if s == 0:
             b += embed / tp * dt
         if s == len(ranges) - 1:
