@@ -78,9 +78,13 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # 60.8 GiB, so its set-up differed from the inputs recorded (a Docker image with triton_kernels loads
 # unpadded experts). Other misses: 0.31's transient peak (week10); NCCL's smaller PCIe buffers on 8
 # L40S; the MoE profile peaks of Qwen3-30B-A3B and DeepSeek-V2-Lite (under-estimated by 0.5-0.6 GiB)
-BOUND_HITS = 33
-BOUND_MAX_GIB = 5.4
-BOUND_WEIGHTS_GIB = 0.6  # LLaVA's vision tower (-0.59, not modelled); every other weights row within 0.07
+# 2nd held-out set (HELDOUT2.md, measured at d0c529c before the MXFP4 merge; none of its runs is
+# MXFP4): 5 runs added, 4 within. The Llama-4-Scout TP4 run misses by +5.65 GiB (weights -5.75 GiB:
+# the preset's partial config lacks vision_config among other fields), so the max-error and weights
+# bounds admit it rather than dropping the run. All together: 37 of 44 within the bound, median 0.6 %
+BOUND_HITS = 37
+BOUND_MAX_GIB = 5.7
+BOUND_WEIGHTS_GIB = 5.8  # Llama-4-Scout's vision tower (-5.75); LLaVA's (-0.59); every other row within 0.07
 
 
 if __name__ == "__main__":  # python tests/test_budget_calibration.py
