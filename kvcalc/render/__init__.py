@@ -148,32 +148,57 @@ _ENCODE = _c_encoder()
 
 def _pretty(value: Any, level: int, pad: str, seen: dict[int, tuple[Any, str]] | None = None) -> tuple[str, str]:
     """(as printed, on one line): each value is encoded once, parents join their children; a
-    container met again (a sweep's rows share their pool's object) is encoded once (``seen``)."""
+    container met again (a sweep's rows share their pool's object) is encoded once (``seen``).
+    The one-line form of a long container is not built ("": its parent cannot be one line)."""
     if level >= 2 or not isinstance(value, (dict, list)) or not value:
-        if seen is not None and isinstance(value, (dict, list)) and value:
-            hit = seen.get(id(value))
-            if hit is not None and hit[0] is value:
-                return hit[1], hit[1]
-            flat = _ENCODE(value)
-            seen[id(value)] = (value, flat)
-            return flat, flat
-        flat = _ENCODE(value)
+        flat = _flat(value, {} if seen is None else seen)
         return flat, flat
     if seen is None:
         seen = {}
     inner = pad + "  "
+    room = 88 - len(pad)  # the one-line form is printed when it is at most this long
+    items = value.values() if isinstance(value, dict) else value
+    if level >= 1:  # the children are one line each
+        kids = [(f, f) for f in (_flat(v, seen) for v in items)]
+    else:
+        kids = [_pretty(v, level + 1, inner, seen) for v in items]
     if isinstance(value, dict):
-        keys = [_ENCODE(str(k)) for k in value]
-        kids = [_pretty(v, level + 1, inner, seen) for v in value.values()]
-        flat = "{" + ", ".join(f"{k}: {f}" for k, (_, f) in zip(keys, kids)) + "}"
-        if len(flat) + len(pad) <= 88:
+        keys = [_key(k) for k in value]
+        width = sum(len(k) + len(f) + 4 for k, (_, f) in zip(keys, kids)) if all(f for _, f in kids) else room + 1
+        if width <= room:
+            flat = "{" + ", ".join(f"{k}: {f}" for k, (_, f) in zip(keys, kids)) + "}"
             return flat, flat
-        return "{\n" + ",\n".join(f"{inner}{k}: {p}" for k, (p, _) in zip(keys, kids)) + "\n" + pad + "}", flat
-    kids = [_pretty(v, level + 1, inner, seen) for v in value]
-    flat = "[" + ", ".join(f for _, f in kids) + "]"
-    if len(flat) + len(pad) <= 88:
+        return "{\n" + ",\n".join(f"{inner}{k}: {p}" for k, (p, _) in zip(keys, kids)) + "\n" + pad + "}", ""
+    width = sum(len(f) + 2 for _, f in kids) if all(f for _, f in kids) else room + 1
+    if width <= room:
+        flat = "[" + ", ".join(f for _, f in kids) + "]"
         return flat, flat
-    return "[\n" + ",\n".join(f"{inner}{p}" for p, _ in kids) + "\n" + pad + "]", flat
+    return "[\n" + ",\n".join(f"{inner}{p}" for p, _ in kids) + "\n" + pad + "]", ""
+
+
+_KEYS: dict[str, str] = {}  # a key as JSON, kept: a sweep's rows repeat the same keys
+
+
+def _key(k: Any) -> str:
+    text = str(k)
+    encoded = _KEYS.get(text)
+    if encoded is None:
+        encoded = _ENCODE(text)
+        if len(_KEYS) < 4096:
+            _KEYS[text] = encoded
+    return encoded
+
+
+def _flat(value: Any, seen: dict[int, tuple[Any, str]]) -> str:
+    """``value`` on one line; a non-empty container is encoded once per object (``seen``)."""
+    if not isinstance(value, (dict, list)) or not value:
+        return _ENCODE(value)  # type: ignore[no-any-return]
+    hit = seen.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    flat: str = _ENCODE(value)
+    seen[id(value)] = (value, flat)
+    return flat
 
 
 def _md_cell(value: Any) -> str:
