@@ -15,6 +15,7 @@ from kvcalc.core.budget_rules import (
     cudagraph_estimate,
     default_max_num_seqs,
     forward_per_token,
+    moe_workspace,
     mxfp4_marlin,
     non_torch,
     profile_peak,
@@ -171,7 +172,8 @@ def _max_num_seqs(s: Settings, line: RuleLine, total: int | None, gpu_name: str 
 
 
 def _activation(
-    s: Settings, line: RuleLine, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: tuple[int, str], last_stage: bool
+    s: Settings, line: RuleLine, model: ModelSpec, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: tuple[int, str],
+    last_stage: bool,
 ) -> tuple[int, str]:
     """torch peak increase of vLLM's profile_run on one GPU of a stage."""
     act = _size(s.activation_bytes, named("activation_bytes"))
@@ -184,8 +186,25 @@ def _activation(
         return mnbt * per_token, f"estimate: forward over {mnbt} tokens ({which}); the sampler runs on the last PP stage"
     bpe, path = sampler_bytes_per_element(line, s.sampler, shapes.dtype_bytes)
     rows = min(mnbt, seqs[0])
-    peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe)
-    return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]})"
+    kept, kept_how = _moe_kept(s, model, shapes, plan, mnbt, line)
+    peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept)
+    return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]})" + (f"; {kept_how}" if kept_how else "")
+
+
+def _moe_kept(
+    s: Settings, model: ModelSpec, shapes: Shapes, plan: ParallelPlan, mnbt: int, line: RuleLine
+) -> tuple[int, str]:
+    """The fused-MoE workspace left allocated under the dummy sampler run. Modelled for the
+    unquantized CUDA path (TritonExperts: vllm==0.19.0 fused_moe/oracle/unquantized.py:176, :243-253);
+    quantized experts pick other kernels (MXFP4 on sm90+: monolithic Triton without the workspace
+    manager, oracle/mxfp4.py:103-110; Marlin, FP8 DeepGEMM/CUTLASS have their own shapes)."""
+    if not shapes.experts:
+        return 0, ""
+    quant = model.arch.get("quantization_config")
+    method = _quantization(s) or (str(quant.get("quant_method") or "") if isinstance(quant, dict) else "")
+    if method:
+        return 0, f"fused-MoE workspace of {method} experts not modelled"
+    return moe_workspace(shapes, plan.tp, mnbt, line)
 
 
 def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan, gpu_name: str | None) -> tuple[int, str]:
@@ -306,7 +325,7 @@ def budget_inputs(
                 f"use ({format_bytes(requested)} = {util} x {format_bytes(total)}); use more GPUs ({named('tp')}/{named('pp')}), a larger GPU "
                 f"or a higher {named('gpu_memory_utilization')}"
             )
-        act, act_src = _activation(s, line, shapes, plan, mnbt, seqs, stage == len(weights) - 1)
+        act, act_src = _activation(s, line, model, shapes, plan, mnbt, seqs, stage == len(weights) - 1)
         kv = requested - w - act - over - graph
         available.append(kv)
         acts.append(act)

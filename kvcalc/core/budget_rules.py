@@ -1,7 +1,8 @@
 """The terms of vLLM's ``determine_available_memory`` that kvcalc derives from the code,
 per release line (``RuleLine``): the default ``max_num_seqs``, the profile run's peak
 (forward over ``max_num_batched_tokens``, the dummy sampler over ``max_num_seqs x vocab``,
-fused-MoE workspace), non-torch memory and the CUDA-graph estimate.
+the fused-MoE workspace kept under the sampler from 0.14), non-torch memory and the CUDA-graph
+estimate.
 
 docs/vllm-budget.md cites the vLLM source behind each rule. Pure: stdlib only, bytes as
 integers. Every function returns ``(bytes, how)`` where ``how`` says what was counted.
@@ -128,17 +129,49 @@ def forward_per_token(s: Shapes, tp: int) -> tuple[int, str]:
     return (width + 2 * s.hidden) * dt, which
 
 
-def profile_peak(s: Shapes, tp: int, mnbt: int, rows: int, bpe: int) -> tuple[int, str]:
-    """torch peak increase of profile_run: max(forward, retained hidden states + sampler)."""
+def _round256(n: int) -> int:
+    return -(-n // 256) * 256
+
+
+def moe_workspace(s: Shapes, tp: int, mnbt: int, line: RuleLine) -> tuple[int, str]:
+    """The fused-MoE workspace the profile forward leaves in the WorkspaceManager (TritonExperts,
+    the unquantized CUDA path). Per chunk of M tokens, N = 2 x moe_intermediate / TP (w13 shard),
+    K = hidden: workspace13 (M, top_k, max(N/2, K)), shared with the output (M, K), and
+    workspace2 (M, top_k, max(N, K)) in the activation dtype, each rounded up to 256 B
+    (vllm==0.19.0: model_executor/layers/fused_moe/fused_moe.py:1976-1991 workspace_shapes,
+    modular_kernel.py:1033-1066 _allocate_buffers, v1/worker/workspace.py:90-117 get_simultaneous).
+    0.14-0.17 chunk M at VLLM_FUSED_MOE_CHUNK_SIZE and then hold the full output apart."""
+    if not s.experts or not line.moe_workspace_kept:
+        return 0, "no MoE layer" if not s.experts else "freed after each fused_experts call (vLLM before 0.14)"
+    n, k, dt = 2 * s.moe_intermediate // tp, s.hidden, s.dtype_bytes
+    chunk = min(mnbt, line.moe_chunk_tokens) if line.moe_chunk_tokens else mnbt
+    ws13 = chunk * s.top_k * max(n // 2, k)
+    ws2 = chunk * s.top_k * max(n, k)
+    out = mnbt * k
+    if chunk == mnbt:
+        total = _round256(max(ws13, out) * dt) + _round256(ws2 * dt)
+    else:
+        total = _round256(ws13 * dt) + _round256(ws2 * dt) + _round256(out * dt)
+    return total, (
+        f"fused-MoE workspace kept by vLLM's WorkspaceManager: {chunk} tokens x top_k {s.top_k} x "
+        f"(max({n // 2}, {k}) + max({n}, {k})) x {dt} B = {figure(total)}"
+    )
+
+
+def profile_peak(s: Shapes, tp: int, mnbt: int, rows: int, bpe: int, kept: int = 0) -> tuple[int, str]:
+    """torch peak increase of profile_run: max(forward, kept + retained hidden states + sampler).
+    ``kept``: what the forward leaves allocated under the sampler run (the fused-MoE workspace);
+    the forward's own MoE width already counts it."""
     per_token, which = forward_per_token(s, tp)
     forward = mnbt * per_token
     retained = mnbt * s.hidden * s.dtype_bytes
     sampler = sampler_peak(rows, s.vocab, bpe)
-    if forward > retained + sampler:
+    if forward > kept + retained + sampler:
         return forward, f"forward over {mnbt} tokens ({which}) = {figure(forward)} > sampler run"
-    return retained + sampler, (
+    return kept + retained + sampler, (
         f"dummy sampler: {rows} seqs x vocab {s.vocab} x {bpe} B = {figure(sampler)} "
-        f"+ {mnbt} retained hidden states (forward {figure(forward)} is lower)"
+        f"+ {mnbt} retained hidden states" + (f" + fused-MoE workspace {figure(kept)}" if kept else "")
+        + f" (forward {figure(forward)} is lower)"
     )
 
 

@@ -128,6 +128,16 @@ class RuleLine:
     # 0.27+: device-wide free-memory delta ("total consumed") replaces non-torch increase
     # (vllm==0.33.0: utils/mem_utils.py:312-321; present in 0.27.0, absent in 0.26.0)
     free_delta_accounting: bool = True
+    # fused-MoE workspace (workspace13 + workspace2 of the modular kernel) lives in the worker's
+    # WorkspaceManager, so it outlives the profile forward and sits under the dummy sampler run
+    # (vllm==0.19.0: model_executor/layers/fused_moe/modular_kernel.py:1063, v1/worker/workspace.py:
+    # 162-176; unquantized MoE goes through it from 0.14.0, vllm==0.14.0: unquantized_fused_moe_method.py:283).
+    # False: 0.13 and earlier call fused_experts_impl, which allocates its caches per call
+    # (vllm==0.13.0: fused_moe.py:1838-1847) and frees them before the sampler runs
+    moe_workspace_kept: bool = True
+    # rows per workspace chunk (VLLM_FUSED_MOE_CHUNK_SIZE, 16384 in 0.14-0.17: vllm==0.17.0:
+    # modular_kernel.py:1035-1053, envs.py:824); 0: no chunking (gone in 0.18.0)
+    moe_chunk_tokens: int = 0
 
     @property
     def label(self) -> str:
@@ -176,6 +186,8 @@ _BASE = dict(
     sampler_bytes=10,
     cuda_context_charged=False,
     free_delta_accounting=True,
+    moe_workspace_kept=True,
+    moe_chunk_tokens=0,
 )
 
 
@@ -197,11 +209,11 @@ _V0_21 = dict(_V0_25, fit_whose="models's", cpu_clause=False)
 _V0_20 = dict(_V0_21, tokens=TOKENS_PER_GROUP_MIN_BS)
 _V0_19 = dict(_V0_20, default_utilization=0.9, cudagraphs_subtracted=False, mamba_align=MAMBA_16)
 _V0_18 = dict(_V0_19, fit_check=FIT_FIRST_GROUP)
-_V0_17 = dict(_V0_18, group_ratio=125)
+_V0_17 = dict(_V0_18, group_ratio=125, moe_chunk_tokens=16384)
 _V0_16 = dict(_V0_17, fit_check=FIT_WHOLE_MODEL, sampler_path=SAMPLER_NATIVE, sampler_bytes=38)
 _V0_13 = dict(
     _V0_17, fit_check=FIT_WORKER, request_ceil=False, gib_round=False, chunked=CHUNKED_PROMOTED,
-    sampler_path=SAMPLER_NATIVE, sampler_bytes=38,
+    sampler_path=SAMPLER_NATIVE, sampler_bytes=38, moe_workspace_kept=False,
 )
 _V0_12 = dict(_V0_13, docs_url=False)
 _V0_11_2 = dict(_V0_12, group_ratio=0, sampler_path=SAMPLER_NATIVE_OR_FI, mxfp4_kernel=MXFP4_NO_TRITON_KERNELS)

@@ -1,0 +1,79 @@
+"""The fused-MoE workspace that vLLM 0.14+ keeps in its WorkspaceManager from the profile forward
+through the dummy sampler run (docs/vllm-budget.md 2.3). Expected bytes are worked out by hand
+from each preset's config.json and TritonExperts.workspace_shapes:
+workspace13 = (M, top_k, max(N/2, K)) shared with the output (M, K), workspace2 = (M, top_k, max(N, K)),
+N = 2 x moe_intermediate_size / TP, K = hidden_size, bf16 (vllm==0.19.0: fused_moe/fused_moe.py:1976-1991,
+modular_kernel.py:1033-1066)."""
+
+from __future__ import annotations
+
+from kvcalc.app.settings import Settings
+from kvcalc.core.budget_rules import Shapes, moe_workspace, profile_peak
+from kvcalc.core.vllm_rules import rules_for
+from kvcalc.sources.resolve import resolve
+
+MIB = 1 << 20
+
+
+def _peak(preset: str, **kw: object) -> int:
+    from kvcalc.app.budget_check import predict
+
+    return int(predict(resolve(preset).spec, Settings().with_(**kw))[0]["torch_peak"])
+
+
+def test_qwen3_30b_a3b_workspace_by_hand() -> None:
+    # hidden 2048, moe_intermediate 768, top_k 8: N = 1536, N/2 = 768, K = 2048, M = 8192
+    ws13 = 8192 * 8 * max(768, 2048) * 2  # 256 MiB (>= output 8192 x 2048 x 2 = 32 MiB)
+    ws2 = 8192 * 8 * max(1536, 2048) * 2  # 256 MiB
+    assert ws13 + ws2 == 512 * MIB
+    peak = _peak("qwen3-30b-a3b", gpu="H100-80GB", vllm_version="0.19.0", gpu_memory_utilization=0.95,
+                 max_model_len=8192)
+    sampler = 1024 * 151936 * 14  # max_num_seqs 1024 on H100 x vocab x Triton path 14 B
+    retained = 8192 * 2048 * 2  # the dummy run's hidden states
+    assert peak == ws13 + ws2 + sampler + retained  # 2.56 GiB; log: 2.68 (was 2.06 without the workspace)
+
+
+def test_deepseek_v2_lite_workspace_by_hand() -> None:
+    # hidden 2048, moe_intermediate 1408, top_k 6: N = 2816, N/2 = 1408, K = 2048, M = 8192
+    ws13 = 8192 * 6 * max(1408, 2048) * 2  # 192 MiB
+    ws2 = 8192 * 6 * max(2816, 2048) * 2  # 264 MiB
+    peak = _peak("deepseek-v2-lite", gpu="H100-80GB", vllm_version="0.19.0", gpu_memory_utilization=0.95,
+                 max_model_len=8192)
+    assert peak == ws13 + ws2 + 1024 * 102400 * 14 + 8192 * 2048 * 2  # 1.84 GiB; log: 1.93 (was 1.40)
+
+
+def test_mixtral_tp2_workspace_by_hand() -> None:
+    # hidden 4096, intermediate 14336, top_k 2, TP 2: N = 2 x 14336 / 2 = 14336, N/2 = 7168
+    ws = 8192 * 2 * 7168 * 2 + 8192 * 2 * 14336 * 2  # 224 + 448 MiB
+    peak = _peak("mixtral-8x7b-v0.1", gpu="H100-80GB", vllm_version="0.19.0", tp=2, gpu_memory_utilization=0.95,
+                 max_model_len=8192)
+    assert peak == ws + 1024 * 32000 * 14 + 8192 * 4096 * 2  # 1.15 GiB; log: 1.21 (was 0.91, the forward)
+
+
+def test_workspace_per_release() -> None:
+    # Qwen3-30B-A3B's config.json
+    s = Shapes(hidden=2048, intermediate=6144, moe_intermediate=768, experts=128, top_k=8, q_width=4096,
+               kv_width=512, vocab=151936, dtype_bytes=2)
+    # 0.13 and earlier: fused_experts_impl allocates per call, nothing is left under the sampler
+    assert moe_workspace(s, 1, 8192, rules_for("0.13.0")[0])[0] == 0
+    assert moe_workspace(s, 1, 8192, rules_for("0.19.0")[0])[0] == 512 * MIB
+    assert moe_workspace(s, 1, 8192, rules_for("0.33.0")[0])[0] == 512 * MIB
+    # TP 4: N = 2 x 768 / 4 = 384; both workspaces are bound by K = 2048, so no change
+    assert moe_workspace(s, 4, 8192, rules_for("0.19.0")[0])[0] == 512 * MIB
+    # 0.14-0.17 chunk M at 16384: 32768 tokens hold two chunk-sized workspaces and the full output apart
+    chunked = 16384 * 8 * 2048 * 2 * 2 + 32768 * 2048 * 2  # 1 GiB + 128 MiB
+    assert moe_workspace(s, 1, 32768, rules_for("0.17.0")[0])[0] == chunked
+    assert moe_workspace(s, 1, 32768, rules_for("0.19.0")[0])[0] == 32768 * 8 * 2048 * 2 * 2  # 2 GiB, no chunks
+    # the sampler side carries it
+    assert profile_peak(s, 1, 8192, 1024, 14, kept=512 * MIB)[0] == 512 * MIB + 1024 * 151936 * 14 + 8192 * 2048 * 2
+    dense = Shapes(hidden=4096, intermediate=14336, moe_intermediate=0, experts=0, top_k=0, q_width=4096,
+                   kv_width=1024, vocab=128256, dtype_bytes=2)
+    assert moe_workspace(dense, 1, 8192, rules_for("0.19.0")[0])[0] == 0
+
+
+def test_quantized_experts_not_charged() -> None:
+    # gpt-oss (MXFP4) on H100 runs the monolithic Triton kernel, outside the workspace manager
+    # (vllm==0.19.0: fused_moe/oracle/mxfp4.py:103-110): no workspace, the peak is as before
+    base = _peak("gpt-oss-20b", gpu="H100-80GB", vllm_version="0.13.0", max_model_len=8192, sampler="triton")
+    new = _peak("gpt-oss-20b", gpu="H100-80GB", vllm_version="0.19.0", max_model_len=8192)
+    assert new == base
