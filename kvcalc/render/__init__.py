@@ -105,14 +105,19 @@ def to_json(payload: Any) -> str:
     item a line (unless short enough to read on one line); deeper values stay on one line, so
     a sweep prints one row a line. json's indent= runs its pure-Python encoder (0.2 s for a
     200-row compare sweep); this takes the C encoder for every value."""
-    text = _pretty(payload, 0, "")[0] + "\n"
-    if "\\u001e" in text:  # byte counts kept as data in texts (core.units.figure): IEC in the JSON
-        import re
+    return _pretty(payload, 0, "")[0] + "\n"
 
-        from kvcalc.core.units import format_bytes
 
-        text = re.sub(r"\\u001e(\d+)\\u001e", lambda m: format_bytes(int(m.group(1))), text)
-    return text
+def _figures(encoded: str) -> str:
+    """Byte counts kept as data in texts (core.units.figure) shown in IEC units, in a piece of
+    JSON (each piece is rewritten once: a shared object's encoding is kept)."""
+    if "\\u001e" not in encoded:
+        return encoded
+    import re
+
+    from kvcalc.core.units import format_bytes
+
+    return re.sub(r"\\u001e(\d+)\\u001e", lambda m: format_bytes(int(m.group(1))), encoded)
 
 
 def _c_encoder() -> Any:
@@ -183,7 +188,7 @@ def _key(k: Any) -> str:
     text = str(k)
     encoded = _KEYS.get(text)
     if encoded is None:
-        encoded = _ENCODE(text)
+        encoded = _figures(_ENCODE(text))
         if len(_KEYS) < 4096:
             _KEYS[text] = encoded
     return encoded
@@ -192,11 +197,11 @@ def _key(k: Any) -> str:
 def _flat(value: Any, seen: dict[int, tuple[Any, str]]) -> str:
     """``value`` on one line; a non-empty container is encoded once per object (``seen``)."""
     if not isinstance(value, (dict, list)) or not value:
-        return _ENCODE(value)  # type: ignore[no-any-return]
+        return _figures(_ENCODE(value))
     hit = seen.get(id(value))
     if hit is not None and hit[0] is value:
         return hit[1]
-    flat: str = _ENCODE(value)
+    flat = _figures(_ENCODE(value))
     seen[id(value)] = (value, flat)
     return flat
 
