@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from kvcalc.core.dtypes import KV_DTYPES, MODEL_DTYPES, KVDtype
 from kvcalc.core.model import LayerArch, ModelSpec
-from kvcalc.core.plan import ParallelPlan, kv_heads_per_rank, pp_ranges, rank_ids
+from kvcalc.core.plan import ParallelPlan, RankId, kv_heads_per_rank, pp_ranges, rank_ids
 from kvcalc.core.record import cached_property, record
 from kvcalc.core.specs import (
     AttentionSpec,
@@ -230,6 +230,12 @@ class Traffic:
         return tuple(counts.items())
 
 
+@lru_cache(maxsize=256)
+def _rank_ids(plan: ParallelPlan) -> tuple[RankId, ...]:
+    """The plan's ranks, kept per plan: a sweep lists the same ranks on many rows."""
+    return tuple(rank_ids(plan))
+
+
 @record
 class Measures:
     """The seed's three request-side measures for a set of cache specs."""
@@ -300,7 +306,7 @@ class Footprint:
         """Every rank of the deployment (built when first asked for), in ``rank_ids`` order:
         global rank = (dp * pp + pp_rank) * tp + tp_rank."""
         out = []
-        for r in rank_ids(self.plan):
+        for r in _rank_ids(self.plan):
             st, m = self.stages[r.pp_rank], self.stage_measures[r.pp_rank]
             out.append(
                 RankFootprint(
@@ -334,11 +340,20 @@ class Footprint:
         return max((m.block_rounded_bytes for m in self.stage_measures), default=0)
 
     def replica_total(self, attr: str) -> int:
-        """Sum over the ranks of one DP replica, TP replicas included."""
+        """Sum over the ranks of one DP replica, TP replicas included: each of a stage's TP
+        ranks holds the stage's measures, so a measure sums as TP x its stages' figures."""
+        if attr in _MEASURED:
+            return self.plan.tp * sum(getattr(m, attr) for m in self.stage_measures)
         return sum(getattr(r, attr) for r in self.ranks if r.dp_rank == 0)
 
     def deployment_total(self, attr: str) -> int:
+        """Sum over every rank: DP replicas are copies of one replica."""
+        if attr in _MEASURED:
+            return self.plan.dp * self.replica_total(attr)
         return sum(getattr(r, attr) for r in self.ranks)
+
+
+_MEASURED = frozenset({"effective_bytes", "block_rounded_bytes"})  # a rank's figures from its stage's Measures
 
 
 def footprint(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, traffic: Traffic) -> Footprint:
