@@ -81,8 +81,9 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # 2nd held-out set (HELDOUT2.md, measured at d0c529c before the MXFP4 merge; none of its runs is
 # MXFP4): 5 runs added, 4 within. The Llama-4-Scout TP4 run misses by +5.65 GiB (weights -5.75 GiB:
 # the preset's partial config lacks vision_config among other fields), so the max-error and weights
-# bounds admit it rather than dropping the run. All together: 37 of 44 within the bound, median 0.6 %; 38 once the fused-MoE workspace vLLM keeps from 0.14 on is charged to the profile peak (docs/vllm-budget.md 2.3.1)
-BOUND_HITS = 38
+# bounds admit it rather than dropping the run. All together: 37 of 44 within the bound, median 0.6 %; 38 once the fused-MoE workspace vLLM keeps from 0.14 on is charged to the profile peak (docs/vllm-budget.md 2.3.1); 39 once the Triton top-k/top-p
+# sampler's cached SMs x vocab fp32 buffer (0.17.0-0.20.0) is charged too (2.3.2: Qwen3-30B-A3B's available +0.35 -> +0.27)
+BOUND_HITS = 39
 BOUND_MAX_GIB = 5.7
 BOUND_WEIGHTS_GIB = 5.8  # Llama-4-Scout's vision tower (-5.75); LLaVA's (-0.59); every other row within 0.07
 

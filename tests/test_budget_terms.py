@@ -171,3 +171,24 @@ def test_mxfp4_marlin_per_release_and_gpu() -> None:
     assert not mxfp4_marlin(rules_for("0.12.0")[0], 90)  # vllm/third_party/triton_kernels
     assert mxfp4_marlin(rules_for("0.12.0")[0], 80) and mxfp4_marlin(rules_for("0.19.0")[0], 120)
     assert not mxfp4_marlin(rules_for("0.11.0")[0], 100) and not mxfp4_marlin(rules_for("0.11.0")[0], 0)
+
+
+def test_triton_topk_buffer_is_sms_x_vocab_fp32_on_0_17_to_0_20() -> None:
+    """vllm==0.19.0 v1/sample/ops/topk_topp_triton.py:1010-1021: P = min(SMs, rows) programs, a cached
+    buffer of min(next_pow2(P), SMs) rows x vocab in the fp32 logits' dtype; rows < 8 take the sort."""
+    from kvcalc.core.budget_rules import Shapes, profile_peak, topk_sm_buffer
+
+    # H100 SXM, max_num_seqs 1024, Qwen3 vocab 151936: P = 132, next_pow2 = 256, min(256, 132) = 132
+    assert find_gpu("H100").sms == 132
+    assert topk_sm_buffer(1024, 151936, 132)[0] == 132 * 151936 * 4 == 80_222_208  # 0.0747 GiB
+    # 100 rows: P = 100, next_pow2 = 128 <= 132 SMs -> 128 rows
+    assert topk_sm_buffer(100, 128256, 132)[0] == 128 * 128256 * 4
+    assert topk_sm_buffer(7, 128256, 132)[0] == 0  # PyTorch sort below 8 rows
+    # the release lines whose dummy sampler goes through the kernel by default
+    assert [rules_for(v)[0].topk_sm_buffer for v in ("0.16.0", "0.17.0", "0.19.0", "0.20.0", "0.21.0", "0.33.0")] == [
+        False, True, True, True, False, False]
+    # added on the sampler side of the peak
+    shapes = Shapes(hidden=4096, intermediate=12288, moe_intermediate=0, experts=0, top_k=0, q_width=4096,
+                    kv_width=1024, vocab=151936, dtype_bytes=2)
+    base = profile_peak(shapes, 1, 8192, 1024, 14)[0]
+    assert profile_peak(shapes, 1, 8192, 1024, 14, scratch=80_222_208)[0] == base + 80_222_208

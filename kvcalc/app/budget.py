@@ -9,6 +9,7 @@ from typing import Any
 
 from kvcalc.app.settings import Settings
 from kvcalc.core.budget_rules import (
+    DEFAULT_SM_COUNT,
     SAMPLERS,
     Shapes,
     capture_sizes,
@@ -20,6 +21,7 @@ from kvcalc.core.budget_rules import (
     non_torch,
     profile_peak,
     sampler_bytes_per_element,
+    topk_sm_buffer,
 )
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.engine import default_max_num_batched_tokens, max_concurrent_batches
@@ -187,8 +189,30 @@ def _activation(
     bpe, path = sampler_bytes_per_element(line, s.sampler, shapes.dtype_bytes)
     rows = min(mnbt, seqs[0])
     kept, kept_how = _moe_kept(s, model, shapes, plan, mnbt, line)
-    peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept)
-    return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]})" + (f"; {kept_how}" if kept_how else "")
+    scratch, scratch_how = _topk_scratch(s, line, rows, shapes.vocab)
+    peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch)
+    notes = "".join(f"; {x}" for x in (kept_how, scratch_how) if x)
+    return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]}){notes}"
+
+
+def _topk_scratch(s: Settings, line: RuleLine, rows: int, vocab: int) -> tuple[int, str]:
+    """The Triton top-k/top-p buffer the dummy sampler run leaves cached: on the release lines
+    whose default path is that kernel (RuleLine.topk_sm_buffer), or with --sampler triton."""
+    if s.sampler not in (None, "auto"):
+        if s.sampler != "triton":
+            return 0, ""
+    elif not line.topk_sm_buffer:
+        return 0, ""
+    gpu = None if s.gpu is None or str(s.gpu).strip().lower() == "auto" else find_gpu(s.gpu)
+    if gpu is not None and gpu.sms:
+        sms, whose = gpu.sms, f"{gpu.name}'s {gpu.sms} SMs (catalog)"
+    else:
+        sms = DEFAULT_SM_COUNT
+        whose = (f"{gpu.name}'s SM count not in the catalog" if gpu else "no catalog GPU") + (
+            f": assumed {DEFAULT_SM_COUNT} SMs (H100/H200 SXM)"
+        )
+    total, how = topk_sm_buffer(rows, vocab, sms)
+    return total, f"{how}; {whose}"
 
 
 def _moe_kept(

@@ -47,6 +47,13 @@ CUDA_CONTEXT = 512 * MIB
 # every captured graph: vLLM counts at least 1 MiB (gpu_model_runner.profile_cudagraph_memory);
 # kvcalc assumes 2 MiB of graph objects and pool growth per graph beyond the first
 PER_GRAPH = 2 * MIB
+# Triton top-k/top-p (0.17+): rows below 8 take the PyTorch sort instead (vllm==0.19.0:
+# v1/sample/ops/topk_topp_sampler.py:251-255); the kernel keeps a per-program fp32 buffer of
+# min(next_pow2(P), SMs) x vocab, P = min(SMs, rows), in the module-level _TRITON_BUFFER_CACHE
+# (topk_topp_triton.py:19, :1010-1021; SMs = torch.cuda.get_device_properties().multi_processor_count,
+# platforms/cuda.py:520-521). Without a catalog GPU kvcalc assumes H100/H200 SXM's 132 SMs.
+TRITON_TOPK_MIN_ROWS = 8
+DEFAULT_SM_COUNT = 132
 
 
 @record
@@ -117,6 +124,19 @@ def sampler_peak(rows: int, vocab: int, bpe: int) -> int:
     return rows * vocab * bpe
 
 
+def topk_sm_buffer(rows: int, vocab: int, sms: int) -> tuple[int, str]:
+    """The Triton top-k/top-p kernel's cached fp32 buffer: min(next_pow2(P), SMs) x vocab x 4 B,
+    P = min(SMs, rows) (vllm==0.19.0: v1/sample/ops/topk_topp_triton.py:1010-1021). It is
+    allocated by the dummy sampler run through torch's caching allocator and stays referenced by
+    _TRITON_BUFFER_CACHE (nothing in vLLM calls reset_buffer_cache), so it counts in the profile peak."""
+    if rows < TRITON_TOPK_MIN_ROWS:
+        return 0, f"{rows} rows < {TRITON_TOPK_MIN_ROWS}: PyTorch sort, no Triton buffer"
+    programs = min(sms, rows)
+    size = min(1 << (programs - 1).bit_length(), sms)
+    total = size * vocab * 4
+    return total, f"Triton top-k/top-p buffer min(next_pow2({programs}), {sms} SMs) = {size} x vocab {vocab} x 4 B = {figure(total)}"
+
+
 def forward_per_token(s: Shapes, tp: int) -> tuple[int, str]:
     """Largest live intermediates of one decoder layer per token on one rank, plus the
     residual and hidden states (2 x hidden)."""
@@ -158,19 +178,23 @@ def moe_workspace(s: Shapes, tp: int, mnbt: int, line: RuleLine) -> tuple[int, s
     )
 
 
-def profile_peak(s: Shapes, tp: int, mnbt: int, rows: int, bpe: int, kept: int = 0) -> tuple[int, str]:
+def profile_peak(
+    s: Shapes, tp: int, mnbt: int, rows: int, bpe: int, kept: int = 0, scratch: int = 0
+) -> tuple[int, str]:
     """torch peak increase of profile_run: max(forward, kept + retained hidden states + sampler).
     ``kept``: what the forward leaves allocated under the sampler run (the fused-MoE workspace);
-    the forward's own MoE width already counts it."""
+    the forward's own MoE width already counts it. ``scratch``: the sampler's cached Triton
+    top-k/top-p buffer (topk_sm_buffer), live at the sampler's peak (probs + q)."""
     per_token, which = forward_per_token(s, tp)
     forward = mnbt * per_token
     retained = mnbt * s.hidden * s.dtype_bytes
     sampler = sampler_peak(rows, s.vocab, bpe)
-    if forward > kept + retained + sampler:
+    if forward > kept + retained + sampler + scratch:
         return forward, f"forward over {mnbt} tokens ({which}) = {figure(forward)} > sampler run"
-    return kept + retained + sampler, (
+    return kept + retained + sampler + scratch, (
         f"dummy sampler: {rows} seqs x vocab {s.vocab} x {bpe} B = {figure(sampler)} "
         f"+ {mnbt} retained hidden states" + (f" + fused-MoE workspace {figure(kept)}" if kept else "")
+        + (f" + Triton top-k/top-p buffer {figure(scratch)}" if scratch else "")
         + f" (forward {figure(forward)} is lower)"
     )
 

@@ -39,36 +39,40 @@ class Gpu:
     cuda: bool = False  # the figure is CUDA's total (mem_get_info), not nvidia-smi's
     sm: int = 0  # CUDA compute capability x 10 (0: not NVIDIA); picks kernels that pad weights
     nvswitch: bool = False  # SXM boards behind an NVSwitch: NCCL uses NVLS from sm90 on
+    # streaming multiprocessors (AMD: compute units) = torch's multi_processor_count, which sizes
+    # vLLM's Triton top-k/top-p buffer (budget_rules.topk_sm_buffer); 0: no citable figure found.
+    # Each figure's source: tests/data/gpu-totals/SM-COUNTS.md
+    sms: int = 0
 
 
 CATALOG: tuple[Gpu, ...] = (
     Gpu("H100-80GB", _gib(79.18), _ISSUE14 + "; vLLM 0.6 logs on H100 print total_gpu_memory 79.22GiB (PR 12126)",
-        ("H100", "H100-SXM", "H100-SXM5-80GB", "H100-80GB-HBM3"), True, sm=90, nvswitch=True),
-    Gpu("H100-PCIe", 81559 * MIB, _SMI, ("H100-PCIE-80GB",), sm=90),
-    Gpu("H100-NVL", _gib(93.00), _oom("93.00", "github.com/ali-vilab/VACE/issues/56"), ("H100NVL",), True, sm=90),
+        ("H100", "H100-SXM", "H100-SXM5-80GB", "H100-80GB-HBM3"), True, sm=90, nvswitch=True, sms=132),
+    Gpu("H100-PCIe", 81559 * MIB, _SMI, ("H100-PCIE-80GB",), sm=90, sms=114),
+    Gpu("H100-NVL", _gib(93.00), _oom("93.00", "github.com/ali-vilab/VACE/issues/56"), ("H100NVL",), True, sm=90, sms=132),
     Gpu("H200", _gib(139.80), "vLLM log 'Free memory on device (137.64/139.8 GiB) on startup' on H200 "
-        "(public run notes, no URL found yet; torch OOM messages on 8xH200 print 139.80)", ("H200-141GB", "H200-SXM"), True, sm=90, nvswitch=True),
+        "(public run notes, no URL found yet; torch OOM messages on 8xH200 print 139.80)", ("H200-141GB", "H200-SXM"), True, sm=90, nvswitch=True, sms=132),
     Gpu("H20", 97871 * MIB, _SMI, (), sm=90, nvswitch=True),
     Gpu("B200", _gib(178.35), "device query 'Total Global Memory: 178.35 GB' (GiB despite the label) on NVIDIA B200 "
-        "(github.com/pytorch/ao/pull/4002)", ("B200-180GB",), True, sm=100, nvswitch=True),
+        "(github.com/pytorch/ao/pull/4002)", ("B200-180GB",), True, sm=100, nvswitch=True, sms=148),
     Gpu("GB200", 186 * 10**9, "vendor size 186 GB (HBM3e per GPU; CUDA reports less)", (), sm=100, nvswitch=True),
     Gpu("A100-80GB", _gib(79.25), _ISSUE14 + "; dennislee22 vLLM 0.10.1.1 A100 logs at two utilizations imply 79.28",
-        ("A100-SXM4-80GB", "A100-PCIE-80GB"), True, sm=80, nvswitch=True),
+        ("A100-SXM4-80GB", "A100-PCIE-80GB"), True, sm=80, nvswitch=True, sms=108),
     Gpu("A100-40GB", 42298834944, "deviceQuery 'Total amount of global memory: 40339 MBytes (42298834944 bytes)' on "
         "A100-SXM4-40GB (github.com/bottlerocket-os/bottlerocket/pull/3873)", ("A100", "A100-SXM4-40GB"), True,
-        sm=80, nvswitch=True),
+        sm=80, nvswitch=True, sms=108),
     Gpu("L40S", _gib(44.39), "vLLM log 'Free memory on device (16.17/44.39 GiB) on startup' on L40S "
-        "(public run notes, no URL found yet; torch OOM messages print 44.39-44.40)", (), True, sm=89),
-    Gpu("L4", 23034 * MIB, _MODAL, (), sm=89),
+        "(public run notes, no URL found yet; torch OOM messages print 44.39-44.40)", (), True, sm=89, sms=142),
+    Gpu("L4", 23034 * MIB, _MODAL, (), sm=89, sms=58),
     Gpu("A10G", 23028 * MIB, f"{_MODAL} (A10; the A10G reports the same 24 GB class)", ("A10",), sm=86),
-    Gpu("T4", _gib(14.74), _oom("14.74", "github.com/zai-org/CogVideo/issues/741"), (), True, sm=75),
+    Gpu("T4", _gib(14.74), _oom("14.74", "github.com/zai-org/CogVideo/issues/741"), (), True, sm=75, sms=40),
     Gpu("RTX-5090", _gib(31.37), _oom("31.37", "github.com/Wan-Video/Wan2.1/issues/465"), ("5090", "RTX5090"), True,
-        sm=120),
-    Gpu("RTX-4090", _gib(23.64), _oom("23.64", "github.com/ali-vilab/VGen/issues/104"), ("4090", "RTX4090"), True, sm=89),
+        sm=120, sms=170),
+    Gpu("RTX-4090", _gib(23.64), _oom("23.64", "github.com/ali-vilab/VGen/issues/104"), ("4090", "RTX4090"), True, sm=89, sms=128),
     Gpu("RTX-3090", _gib(23.70), "torch OOM '(GPU 0; 23.70 GiB total capacity; ...)' "
-        "(github.com/Lightning-AI/lit-llama/issues/137)", ("3090", "RTX3090"), True, sm=86),
-    Gpu("MI300X", 192 * GIB, "AMD specification: 192 GB HBM3 (binary GiB as ROCm reports it)", ()),
-    Gpu("MI325X", 256 * GIB, "AMD specification: 256 GB HBM3E (binary GiB as ROCm reports it)", ()),
+        "(github.com/Lightning-AI/lit-llama/issues/137)", ("3090", "RTX3090"), True, sm=86, sms=82),
+    Gpu("MI300X", 192 * GIB, "AMD specification: 192 GB HBM3 (binary GiB as ROCm reports it)", (), sms=304),
+    Gpu("MI325X", 256 * GIB, "AMD specification: 256 GB HBM3E (binary GiB as ROCm reports it)", (), sms=304),
 )
 
 

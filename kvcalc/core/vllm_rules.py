@@ -138,6 +138,15 @@ class RuleLine:
     # rows per workspace chunk (VLLM_FUSED_MOE_CHUNK_SIZE, 16384 in 0.14-0.17: vllm==0.17.0:
     # modular_kernel.py:1035-1053, envs.py:824); 0: no chunking (gone in 0.18.0)
     moe_chunk_tokens: int = 0
+    # the dummy sampler goes through the Triton top-k/top-p kernel by default, which keeps an fp32
+    # (min(next_pow2(min(SMs, rows)), SMs) x vocab) buffer in _TRITON_BUFFER_CACHE (vllm==0.19.0:
+    # v1/sample/ops/topk_topp_triton.py:1010-1021; budget_rules.topk_sm_buffer). 0.17.0-0.20.0:
+    # topk_topp_triton.py appears in 0.17.0 (absent in vllm==0.16.0), FlashInfer's sampler is opt-in
+    # (VLLM_USE_FLASHINFER_SAMPLER default None, vllm==0.20.0: envs.py:716-720), rows >= 8 take the
+    # kernel (ops/topk_topp_sampler.py:251). False from 0.21.0: FlashInfer's sampler is on by default
+    # (vllm==0.21.0: envs.py:726-730, ops/topk_topp_sampler.py:39-49); 0.20.1 still has the 0.20.0 code
+    # but shares the 0.20.1-0.21.x line (docs/vllm-budget.md 2.3.2). V2 runner lines: not modelled.
+    topk_sm_buffer: bool = False
 
     @property
     def label(self) -> str:
@@ -188,6 +197,7 @@ _BASE = dict(
     free_delta_accounting=True,
     moe_workspace_kept=True,
     moe_chunk_tokens=0,
+    topk_sm_buffer=False,
 )
 
 
@@ -206,14 +216,14 @@ _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BA
 _V0_26 = dict(_V0_27, concurrency=CONC_POOLED, mamba_align=MAMBA_BLOCK, free_delta_accounting=False)
 _V0_25 = dict(_V0_26, sliding=SW_BATCHED, in_flight_batches=False)
 _V0_21 = dict(_V0_25, fit_whose="models's", cpu_clause=False)
-_V0_20 = dict(_V0_21, tokens=TOKENS_PER_GROUP_MIN_BS)
+_V0_20 = dict(_V0_21, tokens=TOKENS_PER_GROUP_MIN_BS, topk_sm_buffer=True)
 _V0_19 = dict(_V0_20, default_utilization=0.9, cudagraphs_subtracted=False, mamba_align=MAMBA_16)
 _V0_18 = dict(_V0_19, fit_check=FIT_FIRST_GROUP)
 _V0_17 = dict(_V0_18, group_ratio=125, moe_chunk_tokens=16384)
-_V0_16 = dict(_V0_17, fit_check=FIT_WHOLE_MODEL, sampler_path=SAMPLER_NATIVE, sampler_bytes=38)
+_V0_16 = dict(_V0_17, fit_check=FIT_WHOLE_MODEL, sampler_path=SAMPLER_NATIVE, sampler_bytes=38, topk_sm_buffer=False)
 _V0_13 = dict(
     _V0_17, fit_check=FIT_WORKER, request_ceil=False, gib_round=False, chunked=CHUNKED_PROMOTED,
-    sampler_path=SAMPLER_NATIVE, sampler_bytes=38, moe_workspace_kept=False,
+    sampler_path=SAMPLER_NATIVE, sampler_bytes=38, moe_workspace_kept=False, topk_sm_buffer=False,
 )
 _V0_12 = dict(_V0_13, docs_url=False)
 _V0_11_2 = dict(_V0_12, group_ratio=0, sampler_path=SAMPLER_NATIVE_OR_FI, mxfp4_kernel=MXFP4_NO_TRITON_KERNELS)
