@@ -284,12 +284,25 @@ def fields(obj: Any) -> tuple[Field, ...]:
     return tuple(cls.__record_fields__.values())
 
 
+_GETTERS: dict[type, Callable[[dict], tuple]] = {}  # per record class: its fields out of an instance dict
+
+
 def replace(obj: Any, /, **changes: Any) -> Any:
-    """A copy of a record with some fields changed (``dataclasses.replace`` for records)."""
-    names = type(obj).__record_spec__[0]
-    unknown = set(changes) - set(names)
-    if unknown:
-        raise TypeError(f"{type(obj).__name__} has no field {sorted(unknown)[0]!r}")
-    values = {n: getattr(obj, n) for n in names}
+    """A copy of a record with some fields changed (``dataclasses.replace`` for records): the
+    fields copied as they are (every default and factory already applied), the changes put
+    in, then ``__post_init__`` run, as ``__init__`` would (a sweep makes one per row)."""
+    cls = type(obj)
+    names, _, _, post, nameset = cls.__record_spec__
+    if not changes.keys() <= nameset:
+        unknown = sorted(set(changes) - nameset)
+        raise TypeError(f"{cls.__name__} has no field {unknown[0]!r}")
+    get = _GETTERS.get(cls)
+    if get is None:
+        get = _GETTERS[cls] = attrgetter(*names) if len(names) > 1 else (lambda o: (getattr(o, names[0]),))
+    new = object.__new__(cls)
+    values = new.__dict__
+    values.update(zip(names, get(obj)))
     values.update(changes)
-    return type(obj)(**values)
+    if post is not None:
+        post(new)
+    return new

@@ -149,36 +149,38 @@ def _c_encoder() -> Any:
 
 
 _ENCODE = _c_encoder()
+_ESCAPE = getattr(json.encoder, "c_encode_basestring", None) or json.encoder.py_encode_basestring  # a str as JSON
 
 
 def _pretty(value: Any, level: int, pad: str, seen: dict[int, tuple[Any, str]] | None = None) -> tuple[str, str]:
     """(as printed, on one line): each value is encoded once, parents join their children; a
     container met again (a sweep's rows share their pool's object) is encoded once (``seen``).
     The one-line form of a long container is not built ("": its parent cannot be one line)."""
-    if level >= 2 or not isinstance(value, (dict, list)) or not value:
-        flat = _flat(value, {} if seen is None else seen)
-        return flat, flat
     if seen is None:
         seen = {}
+    if level >= 2 or not isinstance(value, (dict, list)) or not value:
+        flat = _flat(value, seen)
+        return flat, flat
     inner = pad + "  "
     room = 88 - len(pad)  # the one-line form is printed when it is at most this long
+    is_dict = isinstance(value, dict)
     items = value.values() if isinstance(value, dict) else value
     if level >= 1:  # the children are one line each
-        kids = [(f, f) for f in (_flat(v, seen) for v in items)]
+        printed = flats = [_flat(v, seen) for v in items]
     else:
         kids = [_pretty(v, level + 1, inner, seen) for v in items]
-    if isinstance(value, dict):
+        printed, flats = [p for p, _ in kids], [f for _, f in kids]
+    fits = all(flats)  # "": a child too long for one line
+    if is_dict:
         keys = [_key(k) for k in value]
-        width = sum(len(k) + len(f) + 4 for k, (_, f) in zip(keys, kids)) if all(f for _, f in kids) else room + 1
-        if width <= room:
-            flat = "{" + ", ".join(f"{k}: {f}" for k, (_, f) in zip(keys, kids)) + "}"
+        if fits and sum(map(len, keys)) + sum(map(len, flats)) + 4 * len(flats) <= room:
+            flat = "{" + ", ".join([f"{k}: {f}" for k, f in zip(keys, flats)]) + "}"
             return flat, flat
-        return "{\n" + ",\n".join(f"{inner}{k}: {p}" for k, (p, _) in zip(keys, kids)) + "\n" + pad + "}", ""
-    width = sum(len(f) + 2 for _, f in kids) if all(f for _, f in kids) else room + 1
-    if width <= room:
-        flat = "[" + ", ".join(f for _, f in kids) + "]"
+        return "{\n" + ",\n".join([f"{inner}{k}: {p}" for k, p in zip(keys, printed)]) + "\n" + pad + "}", ""
+    if fits and sum(map(len, flats)) + 2 * len(flats) <= room:
+        flat = "[" + ", ".join(flats) + "]"
         return flat, flat
-    return "[\n" + ",\n".join(f"{inner}{p}" for p, _ in kids) + "\n" + pad + "]", ""
+    return "[\n" + ",\n".join([inner + p for p in printed]) + "\n" + pad + "]", ""
 
 
 _KEYS: dict[str, str] = {}  # a key as JSON, kept: a sweep's rows repeat the same keys
@@ -196,7 +198,12 @@ def _key(k: Any) -> str:
 
 def _flat(value: Any, seen: dict[int, tuple[Any, str]]) -> str:
     """``value`` on one line; a non-empty container is encoded once per object (``seen``)."""
-    if not isinstance(value, (dict, list)) or not value:
+    kind = type(value)
+    if kind is int:
+        return int.__repr__(value)  # as json writes an int; no text, so no byte count in it
+    if kind is str:
+        return _figures(_ESCAPE(value))
+    if (kind is not dict and kind is not list) or not value:
         return _figures(_ENCODE(value))
     hit = seen.get(id(value))
     if hit is not None and hit[0] is value:
