@@ -83,7 +83,10 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # the preset's partial config lacks vision_config among other fields), so the max-error and weights
 # bounds admit it rather than dropping the run. All together: 37 of 44 within the bound, median 0.6 %; 38 once the fused-MoE workspace vLLM keeps from 0.14 on is charged to the profile peak (docs/vllm-budget.md 2.3.1); 39 once the Triton top-k/top-p
 # sampler's cached SMs x vocab fp32 buffer (0.17.0-0.20.0) is charged too (2.3.2: Qwen3-30B-A3B's available +0.35 -> +0.27)
-BOUND_HITS = 39
+# 3rd held-out set (HELDOUT3.md, measured at eec7745 before any change; no code changed): 10 runs added,
+# 9 within (8 RTX 3090 runs of one 0.17.1 study all +0.13..+0.25 GiB, the catalog's 23.70 GiB total vs the
+# 23.54 GiB its OOM line prints; RTX 4090 Qwen3-8B 0.24.0 -0.30 GiB): 48 of 54 within.
+BOUND_HITS = 48
 BOUND_MAX_GIB = 5.7
 BOUND_WEIGHTS_GIB = 5.8  # Llama-4-Scout's vision tower (-5.75); LLaVA's (-0.59); every other row within 0.07
 
