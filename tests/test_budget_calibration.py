@@ -30,12 +30,34 @@ def _rows(run: dict) -> list:
     return compare(run["logged"], predicted, sources)
 
 
+def _failed_start(run: dict) -> bool:
+    """A run whose vLLM computed no KV memory (the figure printed is <= 0) and so did not start."""
+    return float(run["logged"].get("available_kv_gib", 1)) <= 0
+
+
 def calibration_table() -> list[tuple[str, object]]:
     out = []
     for run in RUNS:
-        for row in _rows(run):
-            out.append((run["id"], row))
+        if not _failed_start(run):
+            for row in _rows(run):
+                out.append((run["id"], row))
     return out
+
+
+def test_runs_vllm_could_not_start_are_refused() -> None:
+    """Where the log shows vLLM left no memory for the KV cache (it then refuses to start), kvcalc
+    refuses too, or predicts no memory: the outcome is compared, not a capacity figure."""
+    from kvcalc.errors import PlanError
+
+    failed = [run for run in RUNS if _failed_start(run)]
+    for run in failed:
+        try:
+            rows = _rows(run)
+        except PlanError as exc:
+            assert "exceed the memory vLLM may use" in exc.message or "no memory" in exc.message.lower(), run["id"]
+            continue
+        avail = [r for r in rows if r.term == "available"]
+        assert avail and avail[0].kvcalc_gib <= 0, run["id"]
 
 
 def test_calibration_prints_and_bounds(capsys: pytest.CaptureFixture[str]) -> None:
@@ -47,7 +69,7 @@ def test_calibration_prints_and_bounds(capsys: pytest.CaptureFixture[str]) -> No
                   f"{'yes' if within(r.error_gib, r.logged_gib) else 'NO'}")
     avail = [r for _, r in table if r.term == "available"]
     assert len(avail) >= 9
-    rel = [abs(r.error_gib) / r.logged_gib for r in avail]
+    rel = [abs(r.error_gib) / abs(r.logged_gib) for r in avail]
     hits = sum(within(r.error_gib, r.logged_gib) for r in avail)
     print(f"available: {hits}/{len(avail)} within max(2 %, 0.25 GiB); median |error| {statistics.median(rel):.1%}")
     # measured bounds (see docs/budget.md, "Calibration"); a change to a term must keep or improve them
@@ -85,8 +107,12 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # sampler's cached SMs x vocab fp32 buffer (0.17.0-0.20.0) is charged too (2.3.2: Qwen3-30B-A3B's available +0.35 -> +0.27)
 # 3rd held-out set (HELDOUT3.md, measured at eec7745 before any change; no code changed): 10 runs added,
 # 9 within (8 RTX 3090 runs of one 0.17.1 study all +0.13..+0.25 GiB, the catalog's 23.70 GiB total vs the
-# 23.54 GiB its OOM line prints; RTX 4090 Qwen3-8B 0.24.0 -0.30 GiB): 48 of 54 within.
-BOUND_HITS = 48
+# 23.54 GiB its OOM line prints; RTX 4090 Qwen3-8B 0.24.0 -0.30 GiB): 48 of 54 within. Then the RTX
+# 3090's catalog total became vLLM's own 23.58 GiB (vllm#10517; tests/data/gpu-totals/SOURCES.md): the
+# 3090 runs move to +0.05..+0.14, and the one run whose vLLM computed -0.70 GiB (it could not start) is
+# checked as an outcome (test_runs_vllm_could_not_start_are_refused: kvcalc refuses it), not a figure:
+# 47 of 53 capacity figures within, median 0.6 %.
+BOUND_HITS = 47
 BOUND_MAX_GIB = 5.7
 BOUND_WEIGHTS_GIB = 5.8  # Llama-4-Scout's vision tower (-5.75); LLaVA's (-0.59); every other row within 0.07
 

@@ -69,8 +69,9 @@ CATALOG: tuple[Gpu, ...] = (
     Gpu("RTX-5090", _gib(31.37), _oom("31.37", "github.com/Wan-Video/Wan2.1/issues/465"), ("5090", "RTX5090"), True,
         sm=120, sms=170),
     Gpu("RTX-4090", _gib(23.64), _oom("23.64", "github.com/ali-vilab/VGen/issues/104"), ("4090", "RTX4090"), True, sm=89, sms=128),
-    Gpu("RTX-3090", _gib(23.70), "torch OOM '(GPU 0; 23.70 GiB total capacity; ...)' "
-        "(github.com/Lightning-AI/lit-llama/issues/137)", ("3090", "RTX3090"), True, sm=86, sms=82),
+    Gpu("RTX-3090", _gib(23.58), "vLLM log 'Memory profiling results: total_gpu_memory=23.58GiB' on RTX 3090 "
+        "(github.com/vllm-project/vllm/issues/10517; 2023 torch OOM lines print 23.70, a 2026 one 23.54)",
+        ("3090", "RTX3090"), True, sm=86, sms=82),
     Gpu("MI300X", 192 * GIB, "AMD specification: 192 GB HBM3 (binary GiB as ROCm reports it)", (), sms=304),
     Gpu("MI325X", 256 * GIB, "AMD specification: 256 GB HBM3E (binary GiB as ROCm reports it)", (), sms=304),
 )
