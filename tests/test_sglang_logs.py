@@ -226,16 +226,18 @@ HELDOUT = {
     "llm-tracker-mi300x-llama-3-8b-instruct-dated-2024-10.log":
         ("llama-3.1-8b-instruct", "0.4.0", (191.33, HALF), 176.33, "MI300X", LLAMA8_CELL),
     # second batch
+    # its server_args fields are exactly sglang==0.4.2.post1's: enable_hierarchical_cache (absent in 0.4.2) is
+    # printed, lora_backend (added in 0.4.2.post2: python/sglang/srt/server_args.py) is not
     "my-deepseek-r1-distill-qwen-7b-rtx3090-dated-2025-02.log":
-        ("qwen2.5-7b", "0.4.2", (22.76, HALF), 8.37, "RTX-3090", QWEN7_CELL),
+        ("qwen2.5-7b", "0.4.2.post1", (22.76, HALF), 8.37, "RTX-3090", QWEN7_CELL),
     "docs-openai-api-llama-3.1-8b-instruct-dated-2024-11.log":  # a 0.3.x build, as above
         ("llama-3.1-8b-instruct", "0.4.0", (78.59, HALF), 63.50, "H100-80GB", LLAMA8_CELL),
     "docs-native-api-llama-3.2-1b-instruct-dated-2024-12.log":
         ("llama-3.2-1b", "0.4.1", (78.81, HALF), 76.39, "H100-80GB", LLAMA1_CELL),
 }
-# (b) misses: the one measured before any change (the RTX 3090 run, +9.7 %: 22.76 GiB free before the weights
-# under WSL2 against kvcalc's card estimate) is within since the RTX 3090 catalog total became vLLM's own
-# 23.58 GiB reading (+0.18 GiB; HELDOUT.md keeps the before-figure as the held-out result)
+# (b) misses. The RTX 3090 run missed when measured (+9.7 %, HELDOUT.md); with the RTX 3090 catalog total now
+# vLLM's own 23.58 GiB reading and the fp32 RoPE table SGLang builds on the GPU while loading (0.4.2.post1+)
+# it is inside the 0.25 GiB bound (HELDOUT.md keeps the before-figure as the held-out result).
 HELDOUT_B_MISSES: set[str] = set()
 
 
@@ -311,3 +313,48 @@ def test_kv_line_starts_at_0_4_1_post6(run_json) -> None:
     k = gb((new["max_total_num_tokens"] + 1) * 16 * 8 * 64 * 2)
     assert new["kv_log_lines"] == [f"KV Cache is allocated. K size: {k} GB, V size: {k} GB."]
     assert old["max_total_num_tokens"] == new["max_total_num_tokens"]
+
+
+# Acceptance (b) on the in-repo logs that name (or imply) their GPU and whose model kvcalc has: file -> (model, flags).
+# The logged KV size is K + V (or the MLA KV size) as printed; the bound is max(2 %, 0.25 GiB) of it.
+IN_REPO_B = {
+    # 4x L4 (stated); mem_fraction_static 0.85 from server_args
+    "llms-in-clouds-qwq-32b-0.4.3.post4.log": ("QWQ", ["--tp", "4", "--sglang-version", "0.4.3.post4", "--gpu", "L4",
+                                                       "--mem-fraction-static", "0.85"]),
+    # 80 GB card implied by 78.81 GiB free (docs CI: H100); 0.88 from server_args
+    "docs-sglang-send-request-llama-3.1-8b-instruct-dated-2025-01.log": (
+        "llama-3.1-8b-instruct", ["--sglang-version", "0.4.1.post6", "--gpu", "H100-80GB", "--mem-fraction-static", "0.88"],
+    ),
+    # B200 (backend warning), TP 4 from the prefixes; release and mem_fraction_static not logged: 0.5.10's default
+    "pr-22537-qwen3-b200-unknown.log": ("qwen3-32b", ["--tp", "4", "--sglang-version", "0.5.10", "--gpu", "B200"]),
+    # 4x H100 (stated), FP8 checkpoint, 0.93 on the command line; release not logged (KV line with #tokens, 2025-07)
+    "vllm-issue-21348-qwen3-235b-a22b-fp8-unknown.log": (
+        "qwen3-235b-a22b", ["--tp", "4", "--sglang-version", "0.4.6", "--gpu", "H100-80GB", "--quantization", "fp8",
+                            "--mem-fraction-static", "0.93"],
+    ),
+}
+# no pre-load or post-load figure is logged for it, so the +8 % cannot be attributed (docs/sglang-rules.md, accuracy)
+IN_REPO_B_MISSES = {"vllm-issue-21348-qwen3-235b-a22b-fp8-unknown.log"}
+
+
+def _in_repo_b(file: str, run_json, qwq: str) -> tuple[float, float]:
+    lg = INDEX[file]["logged"]
+    logged = (lg["k_size_gb"] + lg["v_size_gb"]) * GIB
+    model, flags = IN_REPO_B[file]
+    pool = run_json("size", _model(model, qwq), "--engine", "sglang", *flags)["pool"]
+    return pool["k_size_bytes"] + pool["v_size_bytes"], logged
+
+
+@pytest.mark.parametrize("file", sorted(IN_REPO_B))
+def test_in_repo_kv_size_from_gpu_only(file: str, run_json, qwq: str) -> None:
+    """Acceptance (b) on the in-repo logs: the known misses stay misses, the others are within the bound."""
+    predicted, logged = _in_repo_b(file, run_json, qwq)
+    assert (abs(predicted - logged) <= max(0.02 * logged, 0.25 * GIB)) == (file not in IN_REPO_B_MISSES)
+
+
+def test_rtx3090_log_is_0_4_2_post1() -> None:
+    """Its server_args print enable_hierarchical_cache (first in sglang==0.4.2.post1) and no lora_backend (added in
+    0.4.2.post2): the release whose rules (the fp32 RoPE table, R13) the held-out estimate uses."""
+    args = (LOGS / "my-deepseek-r1-distill-qwen-7b-rtx3090-dated-2025-02.log").read_text().split("server_args=ServerArgs(", 1)[1]
+    assert "enable_hierarchical_cache=" in args and "lora_backend=" not in args
+    assert HELDOUT["my-deepseek-r1-distill-qwen-7b-rtx3090-dated-2025-02.log"][1] == "0.4.2.post1"

@@ -227,3 +227,30 @@ def test_compare_sweeps_mem_fraction_static(run_json) -> None:
     rows = run_json("compare", "qwen3-8b", "--engine", "sglang", "--mem-fraction-static", "0.8,0.9", "--gpu", "H100-80GB")
     assert [r["pool"]["mem_fraction_static"] for r in rows] == [0.8, 0.9]
     assert rows[0]["pool"]["pool_tokens"] < rows[1]["pool"]["pool_tokens"]
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "version", "table"),
+    [
+        # Llama-3.1-8B: 131,072 positions x 128 rotary dims; bf16 up to 0.4.2, fp32 on CUDA from 0.4.2.post1
+        ("llama-3.1-8b-instruct", "H100-80GB", "0.4.2", 131072 * 128 * 2),
+        ("llama-3.1-8b-instruct", "H100-80GB", "0.4.2.post1", 131072 * 128 * 4),
+        ("llama-3.1-8b-instruct", "H100-80GB", "0.5.10", 131072 * 128 * 4),
+        # ROCm keeps the model dtype before 0.5.23
+        ("llama-3.1-8b-instruct", "MI300X", "0.5.10", 131072 * 128 * 2),
+        ("llama-3.1-8b-instruct", "MI300X", "0.5.23", 131072 * 128 * 4),
+        # DeepSeek-V3 (MLA, deepseek_yarn): 4,096 original positions x factor 40 x qk_rope_head_dim 64, fp32
+        ("deepseek-v3", "H200", "0.4.6", 4096 * 40 * 64 * 4),
+        # Gemma 3: a local and a global table, 32,768 positions x head_dim 256, fp32
+        ("gemma-3-1b-it", "H100-80GB", "0.5.10", 2 * 32768 * 256 * 4),
+    ],
+)
+def test_rope_table_is_charged_to_the_estimated_load(run_json, model: str, gpu: str, version: str, table: int) -> None:
+    """Given only the GPU, A = P - weights - the cos/sin table SGLang builds on the GPU while loading."""
+    weights = 10 * 2**30
+    base = ("size", model, "--engine", "sglang", "--sglang-version", version, "--gpu", gpu, "--weights-bytes", str(weights))
+    pool = run_json(*base)["pool"]
+    assert pool["free_before_weights_bytes"] - pool["free_after_weights_bytes"] == weights + table
+    # given the logged figure after the weights, nothing is added
+    given = run_json(*base, "--free-before-weights", "70GiB", "--free-after-weights", "55GiB")["pool"]
+    assert given["free_after_weights_bytes"] == 55 * 2**30

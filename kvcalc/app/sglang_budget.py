@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.budget import _gpu_total, _size, _weights
+from kvcalc.app.budget import _gpu_total, _size, _sm, _weights
 from kvcalc.app.settings import Settings
+from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.footprint import CacheSettings, stage_specs
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
@@ -22,6 +23,8 @@ from kvcalc.core.sglang import (
     chunked_prefill_default,
     cuda_graph_max_bs_default,
     mem_fraction_static_default,
+    parse_release,
+    rope_cache_bytes,
     rules_for,
 )
 from kvcalc.core.sglang_pool import SglangInputs, SglangPool, sglang_pool
@@ -78,9 +81,10 @@ def attention_plan(s: Settings, plan: ParallelPlan) -> tuple[ParallelPlan, int]:
 
 
 def _free_memory(
-    s: Settings, model: ModelSpec, plan: ParallelPlan, total: int | None, checkpoint: dict | None
-) -> tuple[int | None, str, int | None, str, tuple[int, ...], str]:
-    """P and A (free bytes before/after the weights) with their sources, and the weights per stage."""
+    s: Settings, model: ModelSpec, plan: ParallelPlan, total: int | None, checkpoint: dict | None, gpu_name: str | None
+) -> tuple[int | None, str, int | None, str, tuple[int, ...], str, tuple[int, str]]:
+    """P and A (free bytes before/after the weights) with their sources, the weights per stage, and what
+    else the load leaves on the GPU when A is estimated (the RoPE table; 0 when A is given)."""
     before = parse_size(s.free_before_weights, named("free_before_weights")) if s.free_before_weights is not None else None
     after = parse_size(s.free_after_weights, named("free_after_weights")) if s.free_after_weights is not None else None
     weights, w_src = _weights(s, model, plan, checkpoint)
@@ -89,9 +93,15 @@ def _free_memory(
         over, over_src = _preload_overhead(s, plan)
         before, b_src = total - over, f"GPU memory - memory in use before the weights ({over_src})"
     a_src = "--free-after-weights (SGLang's 'Load weight end. avail mem=')"
+    rope: tuple[int, str] = (0, "")
     if after is None and before is not None:
-        after, a_src = before - max(weights), f"free before weights - weights on the GPU ({w_src})"
-    return before, b_src, after, a_src, weights, w_src
+        # a catalog GPU that is not NVIDIA's has sm 0; one given by its memory alone (or auto) is taken as CUDA
+        nvidia = s.gpu is None or str(s.gpu).strip().lower() == "auto" or _sm(s, gpu_name) > 0
+        rope = rope_cache_bytes(model.arch, model.head_dim, model.mla, MODEL_DTYPES.get(model.dtype, 2),
+                                parse_release(str(s.sglang_version)), nvidia)
+        after = before - max(weights) - rope[0]
+        a_src = f"free before weights - weights on the GPU ({w_src}) - {rope[1]}"
+    return before, b_src, after, a_src, weights, w_src, rope
 
 
 def _preload_overhead(s: Settings, plan: ParallelPlan) -> tuple[int, str]:
@@ -107,16 +117,19 @@ def _preload_overhead(s: Settings, plan: ParallelPlan) -> tuple[int, str]:
     )
 
 
-def _terms(i: SglangInputs, weights: tuple[int, ...], b_src: str, a_src: str, w_src: str) -> tuple:
+def _terms(i: SglangInputs, b_src: str, a_src: str, w_src: str, rope: tuple[int, str]) -> tuple:
     if i.kv_cache_memory is not None:
         return ((BudgetTerm("KV pool per GPU (K + V)", i.kv_cache_memory, "--kv-cache-memory (budget bypassed)"),),)
     p, a, mfs = i.free_before or 0, i.free_after or 0, i.mem_fraction_static or 0.0
     rows: list[BudgetTerm] = []
     if i.gpu_memory_bytes is not None:
         rows.append(BudgetTerm("GPU memory", i.gpu_memory_bytes, f"catalog {i.gpu_name}" if i.gpu_name else "--gpu-memory"))
+    load = [BudgetTerm("- weights on this GPU", p - a - rope[0], w_src if a_src.startswith("free before") else "P - A (as logged)")]
+    if rope[0]:
+        load.append(BudgetTerm("- RoPE cos/sin table (built on the GPU at load)", rope[0], rope[1]))
     rows += [
         BudgetTerm("P = free before weights (min over ranks)", p, b_src),
-        BudgetTerm("- weights on this GPU", p - a, w_src if "weights on the GPU" in a_src else "P - A (as logged)"),
+        *load,
         BudgetTerm("A = free after weights", a, a_src),
         BudgetTerm(f"- P x (1 - mem_fraction_static {mfs:g}): activations, CUDA graphs", a - (i.budget_bytes or 0),
                    i.mem_fraction_static_source),
@@ -140,7 +153,7 @@ def sglang_inputs(
     kv_mem = parse_size(s.kv_cache_memory, named("kv_cache_memory")) if s.kv_cache_memory is not None else None
     if kv_mem is not None and kv_mem <= 0:
         raise PlanError(f"{named('kv_cache_memory')} must be larger than 0")
-    before, b_src, after, a_src, weights, w_src = _free_memory(s, model, plan, total, checkpoint)
+    before, b_src, after, a_src, weights, w_src, rope = _free_memory(s, model, plan, total, checkpoint, gpu_name)
     if s.mem_fraction_static is not None:
         mfs, mfs_src = _fraction(s.mem_fraction_static), "--mem-fraction-static"
     else:
@@ -163,7 +176,7 @@ def sglang_inputs(
         dp=dp, dp_attention=bool(s.enable_dp_attention), gpu_name=gpu_name, gpu_memory_bytes=total,
         weights_bytes_per_stage=weights,
     )
-    return replace(i, terms=_terms(i, weights, b_src, a_src, w_src)), line
+    return replace(i, terms=_terms(i, b_src, a_src, w_src, rope)), line
 
 
 def _fraction(v: Any) -> float:

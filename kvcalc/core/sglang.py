@@ -258,3 +258,59 @@ def max_running_requests(line: Line, tokens: int, context_len: int, user: int | 
             return min(user // dp, est), f"min(max_running_requests // dp, {est})"
         return min(user // dp, half), "min(max_running_requests // dp, tokens // 2)"
     return min(est, half), f"min(clamp(tokens / context_len x 512, 2048, 4096) = {est}, tokens // 2)"
+
+
+# ---------------------------------------------------------------- what the weight load holds besides the weights
+
+# SGLang builds the model under ``with torch.device("cuda")`` (sglang==0.4.3.post4:
+# python/sglang/srt/model_loader/loader.py:354-356), so each rotary embedding's cos/sin table is computed on the
+# GPU and kept there as a buffer; it is part of the "mem usage" of 'Load weight end', not of the checkpoint.
+# One table per distinct rope configuration (get_rope caches instances: sglang==0.4.3.post4:
+# python/sglang/srt/layers/rotary_embedding.py:992,1026-1027).
+ROPE_FP32_CUDA = (0, 4, 2, 1)  # sglang==0.4.2.post1: python/sglang/srt/layers/rotary_embedding.py:84-88 keeps fp32 on CUDA
+ROPE_FP32_HIP = (0, 5, 23, 0)  # sglang==0.5.23: python/sglang/srt/layers/rotary_embedding/base.py:116-120 (0.5.16 :97-99 casts on HIP)
+
+
+def _rope_positions(arch: dict) -> int:
+    """Rows of the cos/sin table: the positions SGLang's rotary class precomputes (sglang==0.4.3.post4:
+    python/sglang/srt/layers/rotary_embedding.py:105 plain/llama3, :307-308 linear and :361-367 dynamic x factor,
+    :481-482 yarn and :701 deepseek_yarn original x factor, :545-561 longrope short + long tables and both
+    concatenated once more)."""
+    pos = arch.get("max_position_embeddings")
+    pos = int(pos) if isinstance(pos, (int, float)) and not isinstance(pos, bool) and pos > 0 else 8192
+    rs = arch.get("rope_scaling")
+    if not isinstance(rs, dict):
+        return pos
+    kind, factor, orig = rs.get("rope_type", rs.get("type")), rs.get("factor"), rs.get("original_max_position_embeddings")
+    num = (int, float)
+    if kind in ("linear", "dynamic") and isinstance(factor, num):
+        return int(pos * factor)
+    if kind in ("yarn", "deepseek_yarn") and isinstance(factor, num) and isinstance(orig, num):
+        return int(orig * factor)
+    if kind in ("longrope", "su") and isinstance(orig, num):
+        return 2 * (pos + int(orig))
+    return pos
+
+
+def rope_cache_bytes(arch: dict, head_dim: int, mla: bool, model_dtype_bytes: int, release: Release, nvidia: bool) -> tuple[int, str]:
+    """The cos/sin table(s) SGLang keeps on the GPU after loading: positions x rotary dim x element bytes
+    (fp32 on CUDA from 0.4.2.post1, on ROCm from 0.5.23; the model dtype before: sglang==0.4.2:
+    python/sglang/srt/layers/rotary_embedding.py:78). 0.4.1.x models import vLLM's get_rope (sglang==0.4.1.post6:
+    python/sglang/srt/models/llama.py:29); kvcalc takes its table as the model dtype too (not read)."""
+    if mla:
+        rot = int(arch.get("qk_rope_head_dim") or 0)
+    else:
+        prf = arch.get("partial_rotary_factor", 1.0)
+        rot = int(head_dim * (prf if isinstance(prf, (int, float)) and 0 < prf <= 1 else 1.0))
+    if rot <= 0:
+        return 0, "no rotary table"
+    kind = (arch.get("rope_scaling") or {}).get("rope_type", "") if isinstance(arch.get("rope_scaling"), dict) else ""
+    fp32 = release >= (ROPE_FP32_CUDA if nvidia else ROPE_FP32_HIP) and kind not in ("longrope", "su")
+    elt = 4 if fp32 else model_dtype_bytes
+    # Gemma 3: a local and a global base, two tables (sglang==0.5.10: python/sglang/srt/models/gemma3_causal.py:183-200)
+    tables = 2 if arch.get("rope_local_base_freq") else 1
+    rows = _rope_positions(arch)
+    return tables * rows * rot * elt, (
+        f"RoPE cos/sin table{'s' if tables > 1 else ''} on the GPU: {tables} x {rows:,} positions x {rot} x "
+        f"{elt} B ({'fp32' if fp32 else 'model dtype'})"
+    )
