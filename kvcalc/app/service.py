@@ -6,6 +6,7 @@ settings into a parallel plan, cache settings and traffic, and calls the core.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from kvcalc.app.settings import INERT, MAX_REQUESTS, TABLE, Settings, check_bounds
@@ -230,10 +231,17 @@ def too_long(r: SizeResult) -> str | None:
 
 
 _INERT_FLAGS = tuple((n, TABLE[n].flag) for n in INERT)
+_inert_values = attrgetter(*INERT)
+_UNSET = frozenset({id(None), id(False)})
+# SGLang's own settings: with the vLLM engine, a note says they are ignored
+_SGLANG_ONLY = ("mem_fraction_static", "max_total_tokens", "max_running_requests", "chunked_prefill_size", "free_before_weights")
+_sglang_only = attrgetter(*_SGLANG_ONLY)
 
 
 def flag_notes(s: Settings) -> list[str]:
     """One note for the vLLM serve flags given that change nothing here; --max-num-seqs kept."""
+    if set(map(id, _inert_values(s))) <= _UNSET:  # none given (each None, or False for a switch)
+        return []
     given = [flag for n, flag in _INERT_FLAGS if getattr(s, n) is not None and getattr(s, n) is not False]
     notes = []
     if given:
@@ -282,10 +290,7 @@ def _evaluate(model: ModelSpec, s: Settings, checkpoint: dict | None) -> SizeRes
     pool = None
     if setup.engine == "sglang":
         return _evaluate_sglang(model, s, p, cache, mml, version, fp, notes, checkpoint)
-    if s.enable_dp_attention or any(
-        getattr(s, n) is not None
-        for n in ("mem_fraction_static", "max_total_tokens", "max_running_requests", "chunked_prefill_size", "free_before_weights")
-    ):
+    if s.enable_dp_attention or _sglang_only(s).count(None) != len(_SGLANG_ONLY):
         from kvcalc.app.sglang_budget import ignored_notes
 
         notes.extend(ignored_notes(s, "vllm"))
@@ -348,6 +353,7 @@ class _Setup:
 
 _setups: dict[tuple, _Setup] = {}
 _knobs: list[Any] = []  # attrgetter of every setting but the traffic, made on first use
+_KNOBS = "__knobs__"  # where a Settings keeps its non-traffic values once read (never compared or copied)
 
 
 def _setup(model: ModelSpec, s: Settings) -> _Setup:
@@ -358,7 +364,10 @@ def _setup(model: ModelSpec, s: Settings) -> _Setup:
         from operator import attrgetter
 
         _knobs.append(attrgetter(*(n for n in Settings.names() if n not in _TRAFFIC)))
-    key = (model, id(model.arch), _knobs[0](s))
+    knobs = s.__dict__.get(_KNOBS)
+    if knobs is None:  # kept on the (immutable) settings, as a record keeps its hash
+        knobs = s.__dict__[_KNOBS] = _knobs[0](s)
+    key = (model, id(model.arch), knobs)
     try:
         hit = _setups.get(key)
     except TypeError:  # an unhashable setting (a list from a gate file): derive, and let it raise

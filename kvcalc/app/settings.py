@@ -317,10 +317,7 @@ class Settings:
 
     @property
     def has_pool(self) -> bool:
-        return any(
-            v is not None
-            for v in (self.gpu, self.gpu_memory, self.kv_cache_memory, self.num_gpu_blocks_override, self.free_before_weights)
-        )
+        return _pool_values(self).count(None) != len(POOL_SETTINGS)
 
 
 # --------------------------------------------------------------------------- bounds
@@ -413,6 +410,7 @@ _BOUNDED = tuple((n, LIMITS.get(n, 0)) for n, f in TABLE.items() if n in LIMITS 
 _bounded_values = attrgetter(*(n for n, _ in _BOUNDED))
 # settings that, when given, size a pool (the others can only change it)
 POOL_SETTINGS = ("gpu", "gpu_memory", "kv_cache_memory", "num_gpu_blocks_override", "free_before_weights")
+_pool_values = attrgetter(*POOL_SETTINGS)
 # compare's sweep flags: name -> (primary flag, element type), in the order the product nests them
 SWEEPS: dict[str, tuple[str, type]] = {n: (f.flag, f.python_type) for n, f in TABLE.items() if f.sweep}
 # vLLM serve flags accepted that change nothing here (one note names those given)

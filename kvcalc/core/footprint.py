@@ -356,8 +356,20 @@ class Footprint:
 _MEASURED = frozenset({"effective_bytes", "block_rounded_bytes"})  # a rank's figures from its stage's Measures
 
 
+_LAYOUTS: dict[tuple, tuple] = {}  # _layout by the identity of model and cache (no record hash per call)
+
+
 def footprint(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, traffic: Traffic) -> Footprint:
-    stages, whole, same = _layout(model, plan.tp, plan.pp, plan.pp_layers, cache)
+    key = (id(model), plan.tp, plan.pp, plan.pp_layers, id(cache))
+    hit = _LAYOUTS.get(key)
+    if hit is not None and hit[0] is model and hit[1] is cache:  # the objects are kept: ids stay theirs
+        stages, whole, same = hit[2]
+    else:
+        if len(_LAYOUTS) >= 1024:
+            _LAYOUTS.clear()
+        layout = _layout(model, plan.tp, plan.pp, plan.pp_layers, cache)
+        _LAYOUTS[key] = (model, cache, layout)
+        stages, whole, same = layout
     lengths = traffic.lengths
     stage_measures: list[Measures] = []  # stages holding equal specs (PP halves) measured once
     for i, st in enumerate(stages):
