@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from kvcalc.core.dtypes import KV_DTYPES, MODEL_DTYPES, KVDtype
 from kvcalc.core.model import LayerArch, ModelSpec
-from kvcalc.core.plan import ParallelPlan, RankId, kv_heads_per_rank, pp_ranges, rank_ids
+from kvcalc.core.plan import ParallelPlan, kv_heads_per_rank, pp_ranges, rank_ids
 from kvcalc.core.record import cached_property, record
 from kvcalc.core.specs import (
     AttentionSpec,
@@ -230,12 +230,6 @@ class Traffic:
         return tuple(counts.items())
 
 
-@lru_cache(maxsize=256)
-def _rank_ids(plan: ParallelPlan) -> tuple[RankId, ...]:
-    """The plan's ranks, kept per plan: a sweep lists the same ranks on many rows."""
-    return tuple(rank_ids(plan))
-
-
 @record
 class Measures:
     """The seed's three request-side measures for a set of cache specs."""
@@ -305,27 +299,17 @@ class Footprint:
     def ranks(self) -> tuple[RankFootprint, ...]:
         """Every rank of the deployment (built when first asked for), in ``rank_ids`` order:
         global rank = (dp * pp + pp_rank) * tp + tp_rank."""
-        out = []
-        for r in _rank_ids(self.plan):
-            st, m = self.stages[r.pp_rank], self.stage_measures[r.pp_rank]
-            out.append(
-                RankFootprint(
-                    global_rank=r.global_rank,
-                    local_rank=r.local_rank,
-                    node=r.node,
-                    dp_rank=r.dp_rank,
-                    pp_rank=r.pp_rank,
-                    tp_rank=r.tp_rank,
-                    layers=st.layers,
-                    kv_heads=st.kv_heads,
-                    replicated=st.replicated,
-                    bytes_per_token=st.bytes_per_token,
-                    state_bytes_per_request=st.state_bytes_per_request,
-                    effective_bytes=m.effective_bytes,
-                    block_rounded_bytes=m.block_rounded_bytes,
-                )
-            )
-        return tuple(out)
+        measures = self.stage_measures
+        return tuple(
+            RankFootprint(*fixed, measures[pp].effective_bytes, measures[pp].block_rounded_bytes)  # type: ignore[call-arg]
+            for pp, fixed in self.rank_layout
+        )
+
+    @property
+    def rank_layout(self) -> tuple[tuple[int, tuple], ...]:
+        """Per rank, in ``ranks`` order: its PP stage and its fixed figures (RankFootprint's fields
+        up to ``state_bytes_per_request``); the measures come from the stage's ``stage_measures``."""
+        return rank_layout(self.plan, self.stages)
 
     @property
     def bytes_per_token_per_rank(self) -> int:
@@ -354,6 +338,29 @@ class Footprint:
 
 
 _MEASURED = frozenset({"effective_bytes", "block_rounded_bytes"})  # a rank's figures from its stage's Measures
+
+
+_RANK_LAYOUTS: dict[tuple, tuple] = {}
+
+
+def rank_layout(plan: ParallelPlan, stages: tuple[StageSpecs, ...]) -> tuple[tuple[int, tuple], ...]:
+    """(PP stage, fixed figures) of every rank; kept per plan and stages objects (a sweep's
+    rows share them): what a rank holds besides its stage's measures."""
+    key = (id(plan), id(stages))
+    hit = _RANK_LAYOUTS.get(key)
+    if hit is not None and hit[0] is plan and hit[1] is stages:
+        return hit[2]  # type: ignore[no-any-return]
+    out = []
+    for r in rank_ids(plan):
+        st = stages[r.pp_rank]
+        fixed = (r.global_rank, r.local_rank, r.node, r.dp_rank, r.pp_rank, r.tp_rank, st.layers, st.kv_heads,
+                 st.replicated, st.bytes_per_token, st.state_bytes_per_request)
+        out.append((r.pp_rank, fixed))
+    if len(_RANK_LAYOUTS) >= 256:
+        _RANK_LAYOUTS.clear()
+    layout = tuple(out)
+    _RANK_LAYOUTS[key] = (plan, stages, layout)
+    return layout
 
 
 _LAYOUTS: dict[tuple, tuple] = {}  # _layout by the identity of model and cache (no record hash per call)

@@ -69,6 +69,26 @@ def _model_payload(m: ModelSpec, cache: CacheSettings) -> dict[str, Any]:
     }
 
 
+_RANK_KEYS = ("global_rank", "local_rank", "node", "dp_rank", "pp_rank", "tp_rank", "layers", "kv_heads",
+              "kv_heads_replicated", "bytes_per_token", "state_bytes_per_request")
+_RANK_DICTS: dict[int, tuple[Any, list[tuple[int, dict[str, Any]]]]] = {}
+
+
+def _ranks(fp: Footprint) -> list[dict[str, Any]]:
+    """The ``ranks`` list: each rank's fixed figures (one dict per rank layout, shared by a
+    sweep's rows and never changed) and its stage's two measures."""
+    layout = fp.rank_layout
+    hit = _RANK_DICTS.get(id(layout))
+    if hit is None or hit[0] is not layout:
+        if len(_RANK_DICTS) >= 256:
+            _RANK_DICTS.clear()
+        fixed = [(pp, dict(zip(_RANK_KEYS, (*f[:6], list(f[6]), *f[7:])))) for pp, f in layout]
+        hit = _RANK_DICTS[id(layout)] = (layout, fixed)
+    m = fp.stage_measures
+    return [{**f, "effective_bytes": m[pp].effective_bytes, "block_rounded_bytes": m[pp].block_rounded_bytes}
+            for pp, f in hit[1]]
+
+
 def size_payload(r: SizeResult) -> dict[str, Any]:
     fp = r.footprint
     m = fp.model
@@ -111,24 +131,7 @@ def size_payload(r: SizeResult) -> dict[str, Any]:
             "effective_bytes": fp.deployment_total("effective_bytes"),
             "block_rounded_bytes": fp.deployment_total("block_rounded_bytes"),
         },
-        "ranks": [
-            {
-                "global_rank": x.global_rank,
-                "local_rank": x.local_rank,
-                "node": x.node,
-                "dp_rank": x.dp_rank,
-                "pp_rank": x.pp_rank,
-                "tp_rank": x.tp_rank,
-                "layers": list(x.layers),
-                "kv_heads": x.kv_heads,
-                "kv_heads_replicated": x.replicated,
-                "bytes_per_token": x.bytes_per_token,
-                "state_bytes_per_request": x.state_bytes_per_request,
-                "effective_bytes": x.effective_bytes,
-                "block_rounded_bytes": x.block_rounded_bytes,
-            }
-            for x in fp.ranks
-        ],
+        "ranks": _ranks(fp),
         "notes": list(r.notes),
     }
     if r.checkpoint is not None:
