@@ -9,7 +9,7 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any
 
-from kvcalc.app.settings import INERT, MAX_REQUESTS, TABLE, Settings, check_bounds
+from kvcalc.app.settings import INERT, MAX_REQUESTS, TABLE, TRAFFIC_SETTINGS, Settings, check_bounds
 from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
 from kvcalc.core.model import ModelSpec
@@ -264,7 +264,23 @@ def check_settings(model: ModelSpec, s: Settings) -> None:
 
 
 def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:
-    check_bounds(s)  # before anything is built: every size is bounded (kvcalc.app.settings)
+    # before anything is built: every size is bounded (kvcalc.app.settings); the settings besides
+    # the traffic are checked once per set of their values (a sweep over the traffic shares them)
+    knobs = _knob_values(s)
+    try:
+        seen = knobs in _bounded_ok
+    except TypeError:  # an unhashable value (a list from a gate file)
+        seen = False
+    if seen:
+        check_bounds(s, traffic_only=True)
+    else:
+        check_bounds(s)
+        if len(_bounded_ok) >= 4096:
+            _bounded_ok.clear()
+        try:
+            _bounded_ok.add(knobs)
+        except TypeError:
+            pass
     result = _evaluate(model, s, checkpoint)
     notes = flag_notes(s)
     over = too_long(result)
@@ -332,7 +348,7 @@ def _evaluate_sglang(
     )
 
 
-_TRAFFIC = frozenset({"tokens", "requests", "batch", "prompt", "gen", "continuation"})
+_TRAFFIC = frozenset(TRAFFIC_SETTINGS)
 _NO_SOURCE = object()  # a checkpoint without "source" (budget_inputs then says "safetensors")
 
 
@@ -356,18 +372,25 @@ _knobs: list[Any] = []  # attrgetter of every setting but the traffic, made on f
 _KNOBS = "__knobs__"  # where a Settings keeps its non-traffic values once read (never compared or copied)
 
 
+_bounded_ok: set[tuple] = set()  # the non-traffic values whose bounds were checked
+
+
+def _knob_values(s: Settings) -> tuple:
+    """Every setting but the traffic, in table order (kept on the immutable settings once read,
+    as a record keeps its hash)."""
+    knobs = s.__dict__.get(_KNOBS)
+    if knobs is None:
+        if not _knobs:
+            _knobs.append(attrgetter(*(n for n in Settings.names() if n not in _TRAFFIC)))
+        knobs = s.__dict__[_KNOBS] = _knobs[0](s)
+    return knobs  # type: ignore[no-any-return]
+
+
 def _setup(model: ModelSpec, s: Settings) -> _Setup:
     """Cached: a sweep over the traffic derives the setup (and the pool) once; errors are
     raised again on every call. The model's ``arch`` (outside its ==) counts by identity:
     the key holds the model, so that id stays unique while the entry lives."""
-    if not _knobs:
-        from operator import attrgetter
-
-        _knobs.append(attrgetter(*(n for n in Settings.names() if n not in _TRAFFIC)))
-    knobs = s.__dict__.get(_KNOBS)
-    if knobs is None:  # kept on the (immutable) settings, as a record keeps its hash
-        knobs = s.__dict__[_KNOBS] = _knobs[0](s)
-    key = (model, id(model.arch), knobs)
+    key = (model, id(model.arch), _knob_values(s))
     try:
         hit = _setups.get(key)
     except TypeError:  # an unhashable setting (a list from a gate file): derive, and let it raise

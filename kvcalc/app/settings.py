@@ -383,10 +383,18 @@ def bound_error(name: str, value: Any) -> str | None:
     return None
 
 
-def check_bounds(s: Settings) -> None:
-    """PlanError naming the first setting beyond its bound, or the world size beyond MAX_WORLD_SIZE."""
+def check_bounds(s: Settings, *, traffic_only: bool = False) -> None:
+    """PlanError naming the first setting beyond its bound, or the world size beyond MAX_WORLD_SIZE.
+    ``traffic_only``: only the traffic's settings (the others' values were checked already)."""
     from kvcalc.errors import PlanError, named
 
+    if traffic_only:
+        for (name, limit), value in zip(_TRAFFIC_BOUNDED, _traffic_values(s)):
+            if value is not None and not (limit and isinstance(value, int) and value <= limit):
+                why = bound_error(name, value)
+                if why:
+                    raise PlanError(why)
+        return
     for (name, limit), value in zip(_BOUNDED, _bounded_values(s)):  # in the table's order
         # an integer within its limit, or unset, passes (bound_error says why anything else fails)
         if value is None or (limit and isinstance(value, int) and value <= limit):
@@ -408,6 +416,11 @@ TABLE: dict[str, SettingField] = {f.name: f for f in fields(Settings) if isinsta
 # (name, its limit or 0)
 _BOUNDED = tuple((n, LIMITS.get(n, 0)) for n, f in TABLE.items() if n in LIMITS or f.kind in (SIZE, INT_LIST))
 _bounded_values = attrgetter(*(n for n, _ in _BOUNDED))
+# the settings of the requests measured (kvcalc.app.service.traffic): every other bounded setting is
+# part of an evaluation's cached setup, so its bound holds once checked for those values
+TRAFFIC_SETTINGS = ("tokens", "requests", "batch", "prompt", "gen", "continuation")
+_TRAFFIC_BOUNDED = tuple((n, x) for n, x in _BOUNDED if n in TRAFFIC_SETTINGS)
+_traffic_values = attrgetter(*(n for n, _ in _TRAFFIC_BOUNDED))
 # settings that, when given, size a pool (the others can only change it)
 POOL_SETTINGS = ("gpu", "gpu_memory", "kv_cache_memory", "num_gpu_blocks_override", "free_before_weights")
 _pool_values = attrgetter(*POOL_SETTINGS)
