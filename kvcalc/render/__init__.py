@@ -165,8 +165,8 @@ def _pretty(value: Any, level: int, pad: str, seen: dict[int, tuple[Any, str]] |
     room = 88 - len(pad)  # the one-line form is printed when it is at most this long
     is_dict = isinstance(value, dict)
     items = value.values() if isinstance(value, dict) else value
-    if level >= 1:  # the children are one line each
-        printed = flats = [_flat(v, seen) for v in items]
+    if level >= 1:  # the children are one line each (an int written in place: most of a row)
+        printed = flats = [int.__repr__(v) if type(v) is int else _flat(v, seen) for v in items]
     else:
         kids = [_pretty(v, level + 1, inner, seen) for v in items]
         printed, flats = [p for p, _ in kids], [f for _, f in kids]

@@ -89,6 +89,20 @@ def _ranks(fp: Footprint) -> list[dict[str, Any]]:
             for pp, f in hit[1]]
 
 
+_REQUESTS: dict[int, tuple[Any, list[int]]] = {}
+
+
+def _requests(traffic: Any) -> list[int]:
+    """The ``requests`` list: one list per traffic object (read, never changed, by its callers;
+    a sweep's rows of one traffic share it and ``to_json`` encodes it once)."""
+    hit = _REQUESTS.get(id(traffic))
+    if hit is None or hit[0] is not traffic:
+        if len(_REQUESTS) >= 256:
+            _REQUESTS.clear()
+        hit = _REQUESTS[id(traffic)] = (traffic, list(traffic.requests))
+    return hit[1]
+
+
 def size_payload(r: SizeResult) -> dict[str, Any]:
     fp = r.footprint
     m = fp.model
@@ -110,7 +124,7 @@ def size_payload(r: SizeResult) -> dict[str, Any]:
         "bytes_per_token": fp.bytes_per_token,
         "state_bytes_per_request": fp.state_bytes_per_request,
         "bytes_per_token_per_rank": fp.bytes_per_token_per_rank,
-        "requests": list(fp.traffic.requests),
+        "requests": _requests(fp.traffic),
         "traffic": fp.traffic.description,
         "tokens": fp.tokens,
         "allocated_tokens": fp.allocated_tokens,
