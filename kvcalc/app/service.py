@@ -12,6 +12,7 @@ from typing import Any
 from kvcalc.app.settings import INERT, MAX_REQUESTS, TABLE, TRAFFIC_SETTINGS, Settings, check_bounds
 from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
+from kvcalc.core.memo import Memo
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
 from kvcalc.core.record import record, replace
@@ -60,7 +61,7 @@ def max_model_len(model: ModelSpec, s: Settings) -> int:
     return n
 
 
-_traffics: dict[tuple, Traffic] = {}
+_traffics: Memo[Traffic] = Memo(1024)
 
 
 def traffic(model: ModelSpec, s: Settings) -> Traffic:
@@ -69,15 +70,7 @@ def traffic(model: ModelSpec, s: Settings) -> Traffic:
     key: tuple = (s.tokens, s.requests, s.batch, s.prompt, s.gen, s.continuation)
     if s.tokens is None and s.requests is None and s.prompt is None:
         key = (*key, max_model_len(model, s))  # the default request: the model's longest
-    try:
-        hit = _traffics.get(key)
-    except TypeError:  # an unhashable value (a list from a gate file): derive, and let it raise
-        return _traffic(model, s)
-    if hit is None:
-        if len(_traffics) >= 1024:
-            _traffics.clear()
-        hit = _traffics[key] = _traffic(model, s)
-    return hit
+    return _traffics.get(key, _traffic, model, s)
 
 
 def _traffic(model: ModelSpec, s: Settings) -> Traffic:
@@ -266,21 +259,8 @@ def check_settings(model: ModelSpec, s: Settings) -> None:
 def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:
     # before anything is built: every size is bounded (kvcalc.app.settings); the settings besides
     # the traffic are checked once per set of their values (a sweep over the traffic shares them)
-    knobs = _knob_values(s)
-    try:
-        seen = knobs in _bounded_ok
-    except TypeError:  # an unhashable value (a list from a gate file)
-        seen = False
-    if seen:
-        check_bounds(s, traffic_only=True)
-    else:
-        check_bounds(s)
-        if len(_bounded_ok) >= 4096:
-            _bounded_ok.clear()
-        try:
-            _bounded_ok.add(knobs)
-        except TypeError:
-            pass
+    _bounds_checked.get(_knob_values(s), check_bounds, s)  # once per set of values
+    check_bounds(s, traffic_only=True)
     result = _evaluate(model, s, checkpoint)
     notes = flag_notes(s)
     over = too_long(result)
@@ -367,12 +347,12 @@ class _Setup:
         self.pools: dict[Any, Any] = {}
 
 
-_setups: dict[tuple, _Setup] = {}
+_setups: Memo[_Setup] = Memo(1024)
 _knobs: list[Any] = []  # attrgetter of every setting but the traffic, made on first use
 _KNOBS = "__knobs__"  # where a Settings keeps its non-traffic values once read (never compared or copied)
 
 
-_bounded_ok: set[tuple] = set()  # the non-traffic values whose bounds were checked
+_bounds_checked: Memo[None] = Memo(4096)  # the non-traffic values whose bounds hold
 
 
 def _knob_values(s: Settings) -> tuple:
@@ -390,16 +370,7 @@ def _setup(model: ModelSpec, s: Settings) -> _Setup:
     """Cached: a sweep over the traffic derives the setup (and the pool) once; errors are
     raised again on every call. The model's ``arch`` (outside its ==) counts by identity:
     the key holds the model, so that id stays unique while the entry lives."""
-    key = (model, id(model.arch), _knob_values(s))
-    try:
-        hit = _setups.get(key)
-    except TypeError:  # an unhashable setting (a list from a gate file): derive, and let it raise
-        return _derive(model, s)
-    if hit is None:
-        if len(_setups) >= 1024:
-            _setups.clear()
-        hit = _setups[key] = _derive(model, s)
-    return hit
+    return _setups.get((model, id(model.arch), _knob_values(s)), _derive, model, s)
 
 
 def _derive(model: ModelSpec, s: Settings) -> _Setup:

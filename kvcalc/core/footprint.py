@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from kvcalc.core.dtypes import KV_DTYPES, MODEL_DTYPES, KVDtype
+from kvcalc.core.memo import Memo
 from kvcalc.core.model import LayerArch, ModelSpec
 from kvcalc.core.plan import ParallelPlan, kv_heads_per_rank, pp_ranges, rank_ids
 from kvcalc.core.record import cached_property, record
@@ -340,43 +341,35 @@ class Footprint:
 _MEASURED = frozenset({"effective_bytes", "block_rounded_bytes"})  # a rank's figures from its stage's Measures
 
 
-_RANK_LAYOUTS: dict[tuple, tuple] = {}
+_RANK_LAYOUTS: Memo[tuple[tuple[int, tuple], ...]] = Memo(256)
 
 
 def rank_layout(plan: ParallelPlan, stages: tuple[StageSpecs, ...]) -> tuple[tuple[int, tuple], ...]:
     """(PP stage, fixed figures) of every rank; kept per plan and stages objects (a sweep's
     rows share them): what a rank holds besides its stage's measures."""
-    key = (id(plan), id(stages))
-    hit = _RANK_LAYOUTS.get(key)
-    if hit is not None and hit[0] is plan and hit[1] is stages:
-        return hit[2]  # type: ignore[no-any-return]
+    return _RANK_LAYOUTS.get((id(plan), id(stages)), _rank_layout, plan, stages, keep=(plan, stages))
+
+
+def _rank_layout(plan: ParallelPlan, stages: tuple[StageSpecs, ...]) -> tuple[tuple[int, tuple], ...]:
     out = []
     for r in rank_ids(plan):
         st = stages[r.pp_rank]
         fixed = (r.global_rank, r.local_rank, r.node, r.dp_rank, r.pp_rank, r.tp_rank, st.layers, st.kv_heads,
                  st.replicated, st.bytes_per_token, st.state_bytes_per_request)
         out.append((r.pp_rank, fixed))
-    if len(_RANK_LAYOUTS) >= 256:
-        _RANK_LAYOUTS.clear()
-    layout = tuple(out)
-    _RANK_LAYOUTS[key] = (plan, stages, layout)
-    return layout
+    return tuple(out)
 
 
-_LAYOUTS: dict[tuple, tuple] = {}  # _layout by the identity of model and cache (no record hash per call)
+# _layout by the identity of model and cache (no record hash per call)
+_LAYOUTS: Memo[tuple[tuple[StageSpecs, ...], StageSpecs, tuple[int, ...]]] = Memo(1024)
 
 
 def footprint(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, traffic: Traffic) -> Footprint:
-    key = (id(model), plan.tp, plan.pp, plan.pp_layers, id(cache))
-    hit = _LAYOUTS.get(key)
-    if hit is not None and hit[0] is model and hit[1] is cache:  # the objects are kept: ids stay theirs
-        stages, whole, same = hit[2]
-    else:
-        if len(_LAYOUTS) >= 1024:
-            _LAYOUTS.clear()
-        layout = _layout(model, plan.tp, plan.pp, plan.pp_layers, cache)
-        _LAYOUTS[key] = (model, cache, layout)
-        stages, whole, same = layout
+    stages, whole, same = _LAYOUTS.get(
+        (id(model), plan.tp, plan.pp, plan.pp_layers, id(cache)),
+        _layout, model, plan.tp, plan.pp, plan.pp_layers, cache,
+        keep=(model, cache),
+    )
     lengths = traffic.lengths
     stage_measures: list[Measures] = []  # stages holding equal specs (PP halves) measured once
     for i, st in enumerate(stages):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.core.memo import Memo
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table, with_units
 from kvcalc.words import plural
@@ -63,21 +64,14 @@ def pool_document(r: PoolReport, units: str = "iec") -> Document:
     return doc
 
 
-_PAYLOADS: dict[int, tuple[Any, dict[str, Any]]] = {}
+_PAYLOADS: Memo[dict[str, Any]] = Memo(256)
 
 
 def pool_payload(r: PoolReport) -> dict[str, Any]:
     """The pool as the JSON contract's ``pool`` object (the same keys for both engines). One
     dict per pool (read, never changed, by its callers): a sweep's rows share a few pools, and
     ``to_json`` encodes a shared object once."""
-    hit = _PAYLOADS.get(id(r))
-    if hit is not None and hit[0] is r:
-        return hit[1]
-    if len(_PAYLOADS) >= 256:
-        _PAYLOADS.clear()
-    payload = _pool_payload(r)
-    _PAYLOADS[id(r)] = (r, payload)  # the pool is kept with it, so its id is not reused meanwhile
-    return payload
+    return _PAYLOADS.get(id(r), _pool_payload, r, keep=r)
 
 
 def _pool_payload(r: PoolReport) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from kvcalc.app.service import SizeResult
 from kvcalc.core.footprint import CacheSettings, Footprint
+from kvcalc.core.memo import Memo
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.units import format_bytes
 from kvcalc.render import Document, Table, with_units
@@ -71,36 +72,30 @@ def _model_payload(m: ModelSpec, cache: CacheSettings) -> dict[str, Any]:
 
 _RANK_KEYS = ("global_rank", "local_rank", "node", "dp_rank", "pp_rank", "tp_rank", "layers", "kv_heads",
               "kv_heads_replicated", "bytes_per_token", "state_bytes_per_request")
-_RANK_DICTS: dict[int, tuple[Any, list[tuple[int, dict[str, Any]]]]] = {}
+_RANK_DICTS: Memo[list[tuple[int, dict[str, Any]]]] = Memo(256)
 
 
 def _ranks(fp: Footprint) -> list[dict[str, Any]]:
     """The ``ranks`` list: each rank's fixed figures (one dict per rank layout, shared by a
     sweep's rows and never changed) and its stage's two measures."""
     layout = fp.rank_layout
-    hit = _RANK_DICTS.get(id(layout))
-    if hit is None or hit[0] is not layout:
-        if len(_RANK_DICTS) >= 256:
-            _RANK_DICTS.clear()
-        fixed = [(pp, dict(zip(_RANK_KEYS, (*f[:6], list(f[6]), *f[7:])))) for pp, f in layout]
-        hit = _RANK_DICTS[id(layout)] = (layout, fixed)
+    fixed = _RANK_DICTS.get(id(layout), _rank_dicts, layout, keep=layout)
     m = fp.stage_measures
     return [{**f, "effective_bytes": m[pp].effective_bytes, "block_rounded_bytes": m[pp].block_rounded_bytes}
-            for pp, f in hit[1]]
+            for pp, f in fixed]
 
 
-_REQUESTS: dict[int, tuple[Any, list[int]]] = {}
+def _rank_dicts(layout: tuple[tuple[int, tuple], ...]) -> list[tuple[int, dict[str, Any]]]:
+    return [(pp, dict(zip(_RANK_KEYS, (*f[:6], list(f[6]), *f[7:])))) for pp, f in layout]
+
+
+_REQUESTS: Memo[list[int]] = Memo(256)
 
 
 def _requests(traffic: Any) -> list[int]:
     """The ``requests`` list: one list per traffic object (read, never changed, by its callers;
     a sweep's rows of one traffic share it and ``to_json`` encodes it once)."""
-    hit = _REQUESTS.get(id(traffic))
-    if hit is None or hit[0] is not traffic:
-        if len(_REQUESTS) >= 256:
-            _REQUESTS.clear()
-        hit = _REQUESTS[id(traffic)] = (traffic, list(traffic.requests))
-    return hit[1]
+    return _REQUESTS.get(id(traffic), list, traffic.requests, keep=traffic)
 
 
 def size_payload(r: SizeResult) -> dict[str, Any]:
