@@ -215,7 +215,7 @@ def check_flags(s: Settings) -> None:
 
 def too_long(r: SizeResult) -> str | None:
     """Why vLLM would reject a request of the traffic: longer than max_model_len."""
-    longest = max(r.footprint.traffic.requests, default=0)
+    longest = r.footprint.traffic.longest
     if longest <= r.max_model_len:
         return None
     limit = (f"{named('max_model_len')} {r.max_model_len}" if r.settings.max_model_len is not None
@@ -258,20 +258,19 @@ def check_settings(model: ModelSpec, s: Settings) -> None:
 
 def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:
     # before anything is built: every size is bounded (kvcalc.app.settings); the settings besides
-    # the traffic are checked once per set of their values (a sweep over the traffic shares them)
-    _bounds_checked.get(_knob_values(s), check_bounds, s)  # once per set of values
-    check_bounds(s, traffic_only=True)
+    # the traffic are checked once per set of their values (a sweep over the traffic shares them),
+    # the traffic's once per set of its values
+    _bounds_checked.get(_knob_values(s), check_bounds, s)
+    _traffic_checked.get(_traffic_values(s), _check_traffic, s)
     result = _evaluate(model, s, checkpoint)
-    notes = flag_notes(s)
     over = too_long(result)
-    if over:
-        notes.insert(0, f"warning: {KvcalcError(over)}")
-    if notes:
-        result = replace(result, notes=(*notes[:1], *result.notes, *notes[1:]) if over else (*result.notes, *notes))
+    if over:  # the warning first, then the notes (the flag notes last)
+        result = replace(result, notes=(f"warning: {KvcalcError(over)}", *result.notes))
     return result
 
 
 def _evaluate(model: ModelSpec, s: Settings, checkpoint: dict | None) -> SizeResult:
+    """The result, its notes ending with the flag notes (``flag_notes``)."""
     if s.encoder_tokens is not None:
         from kvcalc.sources.config import with_encoder_tokens
 
@@ -279,13 +278,26 @@ def _evaluate(model: ModelSpec, s: Settings, checkpoint: dict | None) -> SizeRes
             raise PlanError(f"{named('encoder_tokens')} applies to encoder-decoder models; {model.name} is decoder-only")
         model = with_encoder_tokens(model, _positive(s.encoder_tokens, named("encoder_tokens")))
     setup = _setup(model, s)
-    version, mml, cache, p = setup.version, setup.max_model_len, setup.cache, setup.plan
-    notes = list(model.notes)
-    notes.extend(setup.notes)
-    fp = footprint(model, p, cache, traffic(model, s))
-    pool = None
+    fp = footprint(model, setup.plan, setup.cache, traffic(model, s))
     if setup.engine == "sglang":
-        return _evaluate_sglang(model, s, p, cache, mml, version, fp, notes, checkpoint)
+        result = _evaluate_sglang(model, s, setup.plan, setup.cache, setup.max_model_len, setup.version, fp,
+                                  [*model.notes, *setup.notes], checkpoint)
+        flags = flag_notes(s)
+        return replace(result, notes=(*result.notes, *flags)) if flags else result
+    # the pool and the notes do not depend on the traffic: made once per setup and checkpoint
+    facts = (checkpoint.get("bytes"), checkpoint.get("source", _NO_SOURCE)) if checkpoint else None
+    made = setup.pools.get(facts)
+    if made is None:
+        made = setup.pools[facts] = _pool_and_notes(model, s, setup, checkpoint)
+    pool, notes = made
+    return SizeResult(model, s, fp, setup.max_model_len, setup.version, pool, notes, checkpoint)
+
+
+def _pool_and_notes(model: ModelSpec, s: Settings, setup: _Setup, checkpoint: dict | None) -> tuple[Any, tuple[str, ...]]:
+    """vLLM's pool (None without a pool setting, or for a model vLLM does not serve) and the
+    result's notes: the model's, the setup's, the ignored SGLang settings', the pool's, the flags'."""
+    notes = [*model.notes, *setup.notes]
+    pool = None
     if s.enable_dp_attention or _sglang_only(s).count(None) != len(_SGLANG_ONLY):
         from kvcalc.app.sglang_budget import ignored_notes
 
@@ -294,17 +306,14 @@ def _evaluate(model: ModelSpec, s: Settings, checkpoint: dict | None) -> SizeRes
         if not model.vllm_supported:
             notes.append(f"vLLM does not serve {model.model_type}: no pool figures")
         else:
-            # the pool does not depend on the traffic: computed once per setup and checkpoint
-            facts = (checkpoint.get("bytes"), checkpoint.get("source", _NO_SOURCE)) if checkpoint else None
-            pool = setup.pools.get(facts)
-            if pool is None:
-                from kvcalc.app.budget import budget_inputs
-                from kvcalc.core.pool import pool_report
+            from kvcalc.app.budget import budget_inputs
+            from kvcalc.core.pool import pool_report
 
-                inputs = budget_inputs(model, s, p, cache, mml, version, checkpoint, setup.rules)
-                pool = setup.pools[facts] = pool_report(model, p, cache, inputs)
+            inputs = budget_inputs(model, s, setup.plan, setup.cache, setup.max_model_len, setup.version, checkpoint,
+                                   setup.rules)
+            pool = pool_report(model, setup.plan, setup.cache, inputs)
             notes.extend(n for n in pool.notes if n not in notes)
-    return SizeResult(model, s, fp, mml, version, pool, tuple(notes), checkpoint)
+    return pool, (*notes, *flag_notes(s))
 
 
 def _evaluate_sglang(
@@ -347,12 +356,18 @@ class _Setup:
         self.pools: dict[Any, Any] = {}
 
 
-_setups: Memo[_Setup] = Memo(1024)
+_setups: Memo[_Setup] = Memo(2048)
 _knobs: list[Any] = []  # attrgetter of every setting but the traffic, made on first use
 _KNOBS = "__knobs__"  # where a Settings keeps its non-traffic values once read (never compared or copied)
 
 
 _bounds_checked: Memo[None] = Memo(4096)  # the non-traffic values whose bounds hold
+_traffic_checked: Memo[None] = Memo(4096)  # the traffic values whose bounds hold
+_traffic_values = attrgetter(*TRAFFIC_SETTINGS)
+
+
+def _check_traffic(s: Settings) -> None:
+    check_bounds(s, traffic_only=True)
 
 
 def _knob_values(s: Settings) -> tuple:

@@ -222,6 +222,11 @@ class Traffic:
         return sum(self.requests)
 
     @cached_property
+    def longest(self) -> int:
+        """The longest request's positions (0 without requests)."""
+        return max((t for t, _ in self.lengths), default=0)
+
+    @cached_property
     def lengths(self) -> tuple[tuple[int, int], ...]:
         """(cached positions, requests of that length), first-seen order: a batch of
         10**6 equal requests is one pair."""

@@ -105,7 +105,9 @@ def to_json(payload: Any) -> str:
     item a line (unless short enough to read on one line); deeper values stay on one line, so
     a sweep prints one row a line. json's indent= runs its pure-Python encoder (0.2 s for a
     200-row compare sweep); this takes the C encoder for every value."""
-    return _pretty(payload, 0, "")[0] + "\n"
+    pieces = _pretty(payload, 0, "")[0]
+    pieces.append("\n")
+    return "".join(pieces)
 
 
 def _figures(encoded: str) -> str:
@@ -152,38 +154,75 @@ _ENCODE = _c_encoder()
 _ESCAPE = getattr(json.encoder, "c_encode_basestring", None) or json.encoder.py_encode_basestring  # a str as JSON
 
 
-def _pretty(value: Any, level: int, pad: str, seen: dict[int, tuple[Any, str]] | None = None) -> tuple[str, str]:
-    """(as printed, on one line): each value is encoded once, parents join their children; a
-    container met again (a sweep's rows share their pool's object) is encoded once (``seen``).
-    The one-line form of a long container is not built ("": its parent cannot be one line)."""
+def _pretty(value: Any, level: int, pad: str, seen: dict[int, tuple[Any, str]] | None = None) -> tuple[list[str], str]:
+    """(the pieces printed, in order; the one-line form): each value is encoded once and the
+    output is joined once (a sweep's 1.2 MB is not copied per level); a container met again (a
+    sweep's rows share their pool's object) is encoded once (``seen``). The one-line form of a
+    long container is not built ("": its parent cannot be one line)."""
     if seen is None:
         seen = {}
     if level >= 2 or not isinstance(value, (dict, list)) or not value:
         flat = _flat(value, seen)
-        return flat, flat
+        return [flat], flat
     inner = pad + "  "
     room = 88 - len(pad)  # the one-line form is printed when it is at most this long
     is_dict = isinstance(value, dict)
     items = value.values() if isinstance(value, dict) else value
     if level >= 1:  # the children are one line each (an int written in place: most of a row)
-        printed = flats = [int.__repr__(v) if type(v) is int else _flat(v, seen) for v in items]
+        flats = [int.__repr__(v) if type(v) is int else _flat(v, seen) for v in items]
+        if is_dict and 7 * len(value) > room:  # too many items for one line (each takes >= 7): a row
+            return _opened(value, flats, inner, pad), ""
+        kids = None
     else:
         kids = [_pretty(v, level + 1, inner, seen) for v in items]
-        printed, flats = [p for p, _ in kids], [f for _, f in kids]
+        flats = [f for _, f in kids]
     fits = all(flats)  # "": a child too long for one line
     if is_dict:
         keys = [_key(k) for k in value]
         if fits and sum(map(len, keys)) + sum(map(len, flats)) + 4 * len(flats) <= room:
             flat = "{" + ", ".join([f"{k}: {f}" for k, f in zip(keys, flats)]) + "}"
-            return flat, flat
-        return "{\n" + ",\n".join([f"{inner}{k}: {p}" for k, p in zip(keys, printed)]) + "\n" + pad + "}", ""
-    if fits and sum(map(len, flats)) + 2 * len(flats) <= room:
+            return [flat], flat
+    elif fits and sum(map(len, flats)) + 2 * len(flats) <= room:
         flat = "[" + ", ".join(flats) + "]"
-        return flat, flat
-    return "[\n" + ",\n".join([inner + p for p in printed]) + "\n" + pad + "]", ""
+        return [flat], flat
+    if kids is None:
+        return _opened(value, flats, inner, pad), ""
+    out = ["{\n" if is_dict else "[\n"]
+    leads = _leads(value, inner) if isinstance(value, dict) else None
+    for i, (printed, _) in enumerate(kids):
+        if i:
+            out.append(",\n")
+        out.append(leads[i] if leads is not None else inner)
+        out += printed
+    out.append("\n" + pad + ("}" if is_dict else "]"))
+    return out, ""
+
+
+def _opened(value: Any, flats: list[str], inner: str, pad: str) -> list[str]:
+    """A container printed one child a line, its children given on one line each."""
+    if isinstance(value, dict):
+        lines = ",\n".join([h + f for h, f in zip(_leads(value, inner), flats)])
+        return ["{\n", lines, "\n" + pad + "}"]
+    return ["[\n", ",\n".join([inner + f for f in flats]), "\n" + pad + "]"]
+
+
+def _leads(value: dict, inner: str) -> list[str]:
+    """Each key's start of line ('    "key": '), kept per indent: a sweep's rows repeat them."""
+    lead = _LEADS.get(inner)
+    if lead is None:
+        lead = _LEADS.setdefault(inner, {})
+    return [lead.get(k) or _lead(lead, inner, k) for k in value]
 
 
 _KEYS: dict[str, str] = {}  # a key as JSON, kept: a sweep's rows repeat the same keys
+_LEADS: dict[str, dict[Any, str]] = {}  # per indent, a key's printed start of line ('  "key": ')
+
+
+def _lead(lead: dict[Any, str], inner: str, k: Any) -> str:
+    text = inner + _key(k) + ": "
+    if len(lead) < 4096:
+        lead[k] = text
+    return text
 
 
 def _key(k: Any) -> str:
@@ -203,8 +242,12 @@ def _flat(value: Any, seen: dict[int, tuple[Any, str]]) -> str:
         return int.__repr__(value)  # as json writes an int; no text, so no byte count in it
     if kind is str:
         return _figures(_ESCAPE(value))
+    if value is None:
+        return "null"
+    if kind is float:
+        return _ENCODE(value)  # no text, so no byte count in it
     if (kind is not dict and kind is not list) or not value:
-        return _figures(_ENCODE(value))
+        return "[]" if kind is list else "{}" if kind is dict else _figures(_ENCODE(value))
     hit = seen.get(id(value))
     if hit is not None and hit[0] is value:
         return hit[1]
