@@ -19,6 +19,20 @@ OUT = Path("presets")
 A = "ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs at 095f58a51c4c"
 M = "mlc-ai/mlc-llm python/mlc_llm/model/model_preset.py at 79d603f085f5"
 L = "citsjtu2020/LLM-Prof sglang/Model_Config.md at 8434c8d19c39"
+# Llama-4-Scout's vision_config, which the 095f58a51c4c copy lacks: the same file at a later commit
+SCOUT_VISION_SOURCE = (
+    "from ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/"
+    "meta-llama--Llama-4-Scout-17B-16E-Instruct_config.json at 64c5ddb697dd (the same text_config as this copy; "
+    "trimmed at 095f58a51c4c)"
+)
+SCOUT_VISION = {
+    "attention_dropout": 0.0, "hidden_act": "gelu", "hidden_size": 1408, "image_size": 336,
+    "initializer_range": 0.02, "intermediate_size": 5632, "model_type": "llama4_vision_model",
+    "multi_modal_projector_bias": False, "norm_eps": 1e-05, "num_attention_heads": 16, "num_channels": 3,
+    "num_hidden_layers": 34, "patch_size": 14, "pixel_shuffle_ratio": 0.5, "projector_dropout": 0.0,
+    "projector_input_dim": 4096, "projector_output_dim": 4096, "rope_theta": 10000, "torch_dtype": "bfloat16",
+    "vision_feature_layer": -1, "vision_feature_select_strategy": "default", "vision_output_dim": 4096,
+}
 TABLE = {
     "Qwen--Qwen3-0.6B": ("qwen3-0.6b", [], f"{A}; identical to {M} qwen3_0.6b", []),
     "Qwen--Qwen3-8B": ("qwen3-8b", [], f"{A}; identical to {L}", []),
@@ -49,7 +63,7 @@ TABLE = {
     "ai21labs--Jamba-v0.1": ("jamba-v0.1", ["jamba"], "huggingface.co/models123/Jamba-v0.1 config.json (transformers-native mirror)", []),
     "google--t5-v1_1-base": ("t5-v1_1-base", ["t5-base"], "huggingface.co/lintang/t5-v1_1-base-flan at d44c4cff286b (original Google conversion)", []),
     "zai-org--GLM-4.7": ("glm-4.7", [], "huggingface.co/zai-org/GLM-4.7 refs/pr/49 config.json", []),
-    "meta-llama--Llama-4-Scout-17B-16E-Instruct.partial": ("llama-4-scout-17b-16e-instruct", ["llama-4-scout"], f"{A} (trimmed by the source: text_config lacks no_rope_layers, layer_types; transformers defaults apply)", []),
+    "meta-llama--Llama-4-Scout-17B-16E-Instruct.partial": ("llama-4-scout-17b-16e-instruct", ["llama-4-scout"], f"{A} (trimmed by the source: text_config lacks no_rope_layers, layer_types; transformers defaults apply)", [("set", "vision_config", SCOUT_VISION, SCOUT_VISION_SOURCE)]),
     "deepseek-ai--DeepSeek-V2-Lite.partial": ("deepseek-v2-lite", [], f"{M} deepseek_v2_lite (trimmed by the source)", [("set", "q_lora_rank", None)]),
     "mistralai--Mistral-7B-v0.1.partial": ("mistral-7b-v0.1", ["mistral-7b"], f"{M} mistral_7b (altered by the source; published sliding_window restored)", [("drop", "sliding_window_size", None), ("drop", "prefill_chunk_size", None), ("drop", "attention_sink_size", None), ("set", "sliding_window", 4096)]),
     "tiiuae--falcon-7b.partial": ("falcon-7b", [], "huggingface.co/ramdhanfirdaus/falcon-7b-finetuned-aings-instructed-delimiter-2 config.json (a fine-tune's re-saved config; architecture fields as the base)", []),
@@ -66,10 +80,13 @@ def main() -> None:
         path = SHARED / f"{stem}.json"
         cfg = json.loads(path.read_text())
         restored = []
-        for op, key, value in edits:
+        for op, key, value, *where in edits:
             if op == "drop":
                 cfg.pop(key, None)
                 restored.append(f"dropped {key} (added by the source, not in the published config)")
+            elif where:
+                cfg[key] = value
+                restored.append(f"restored {key} {where[0]}")
             else:
                 cfg[key] = value
                 restored.append(f"restored {key}: {json.dumps(value)} (published value, per SOURCES.md)")

@@ -192,3 +192,74 @@ def test_triton_topk_buffer_is_sms_x_vocab_fp32_on_0_17_to_0_20() -> None:
                     kv_width=1024, vocab=151936, dtype_bytes=2)
     base = profile_peak(shapes, 1, 8192, 1024, 14)[0]
     assert profile_peak(shapes, 1, 8192, 1024, 14, scratch=80_222_208)[0] == base + 80_222_208
+
+
+def test_llama_4_scout_weights_per_rank_at_tp4_match_the_vllm_0_19_0_log() -> None:
+    # llm-d-incubation/llm-d-planner accuracy/results/v0.19.0/logs/meta-llama-llama-4-scout--h100-80gb--tp4pp1dp1--8192.log
+    # (commit d3121e0; tests/data/vllm-budget/llm-d-planner-meta-llama-llama-4-scout--...): "Model loading took
+    # 53.12 GiB memory" on each of 4 H100s. Hand count per rank, bf16 (2 B), vllm==0.19.0 model code:
+    #   decoder layer (llama4.py): qkv (10 + 2 x 2 heads) x 128 x 5120 = 9,175,040; o 1280 x 5120 = 6,553,600;
+    #     2 norms 10,240; router (ReplicatedLinear) 5120 x 16 = 81,920; shared expert (always one, :105-125)
+    #     3 x 5120 x 8192/4 = 31,457,280; 16 experts 3 x 5120 x 2048 x 16 = 503,316,480 -> 550,594,560 x 48 layers
+    #     = 26,428,538,880; embedding + LM head 2 x 202048/4 x 5120 = 517,242,880; final norm 5,120
+    #     -> 26,945,786,880 params = 53,891,573,760 B
+    #   RoPE cos/sin table (rotary_embedding/base.py:58-63): 10,485,760 positions x 128 x 2 B = 2,684,354,560 B
+    #   vision tower, TP-sharded (mllama4.py, mm_encoder_tp_mode "weights"): per layer qkv 1408 x 1056 + 1056,
+    #     o 352 x 1408 + 1408, fc1 1408 x 1408 + 1408, fc2 1408 x 1408 + 1408, 2 LayerNorms 5632 = 5,958,304
+    #     x 34 = 202,582,336; patch 588 x 352 = 206,976; class 1408; positions 577 x 1408 = 812,416; LayerNorms
+    #     5632; adapter 5632 x 1024 + 1024 x 4096 = 9,961,472; projector 4096 x 1280 = 5,242,880
+    #     -> 218,813,120 params = 437,626,240 B
+    #   total 57,013,554,560 B = 53.0985 GiB (the log: 53.12). kvcalc splits the router by TP (-5,898,240 B).
+    model = resolve("llama-4-scout").spec
+    s = Settings().with_(gpu="H100-80GB", vllm_version="0.19.0", gpu_memory_utilization=0.95, max_model_len=8192, tp=4)
+    weights = predict(model, s, stage=None)[0]["weights"]
+    assert weights == 57_013_554_560 - 5_898_240
+    assert weights / GIB == pytest.approx(53.12, abs=0.05)
+    # the table alone follows max_position_embeddings: Llama-3.1-8B, 131072 x 128 x 2 B = 32 MiB over the layers
+    # (every planner Llama-3.1-8B run logs 14.99 GiB; 14.96 without it)
+    from kvcalc.core.weights import rope_table_bytes
+
+    llama = resolve("llama-3.1-8b-instruct").spec
+    assert rope_table_bytes(llama, llama.arch, 2)[0] == 131072 * 128 * 2
+
+
+def test_0_20_1_keeps_the_triton_topk_buffer_that_0_21_0_drops() -> None:
+    # vllm==0.20.1: envs.py:717-721 VLLM_USE_FLASHINFER_SAMPLER defaults to None, so the dummy sampler
+    # (top_p 0.9, top_k vocab - 1: v1/worker/gpu_model_runner.py:5646-5647) runs the Triton kernel
+    # (v1/sample/ops/topk_topp_sampler.py:251) and caches its fp32 buffer (topk_topp_triton.py:1015-1019);
+    # vllm==0.21.0: envs.py:726-730 defaults it to True (FlashInfer, no buffer).
+    # Hand count, Llama-3.1-8B on H100 SXM (132 SMs), 1024 seqs, 8192 batched tokens (serve defaults):
+    #   sampler 1024 x 128256 x 14 B = 1,838,678,016 + retained hidden states 8192 x 4096 x 2 B = 67,108,864
+    #   = 1,905,786,880 (the forward, 8192 x (3 x 14336 + 2 x 4096) x 2 B = 838,860,800, is lower);
+    #   buffer min(next_pow2(min(132, 1024)), 132) = 132 rows x 128256 x 4 B = 67,719,168
+    kw = dict(gpu="H100-80GB", max_model_len=16000)
+    assert _budget(vllm_version="0.21.0", **kw)["torch_peak"] == 1_905_786_880
+    assert _budget(vllm_version="0.20.1", **kw)["torch_peak"] == 1_905_786_880 + 67_719_168
+    assert _budget(vllm_version="0.20.0", **kw)["torch_peak"] == 1_905_786_880 + 67_719_168
+    assert rules_for("0.20.2")[0].topk_sm_buffer and not rules_for("0.21.0")[0].topk_sm_buffer
+    # the two lines differ in nothing else
+    a, b = rules_for("0.20.1")[0], rules_for("0.21.0")[0]
+    assert [k for k in a.__dataclass_fields__ if getattr(a, k) != getattr(b, k)] == ["first", "last", "topk_sm_buffer"]
+
+
+def test_model_runner_v2_default_architectures_0_22_to_0_25() -> None:
+    # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (config/vllm.py): 0.22.0 Qwen3 only; 0.23.0 + Llama, Mistral;
+    # 0.24.0 + DeepSeek-V2, Qwen2-MoE, GraniteMoE; 0.25.0 drops Qwen3 and Llama. Under V2 the dummy sampler
+    # keeps top_k = vocab, top_p = 1.0 (vllm==0.24.0: v1/worker/gpu/sample/states.py:31-35): bf16 logits 2 B
+    # + fp32 copy 4 B per element (sample/sampler.py:157), and profile_cudagraph_memory returns 0
+    # (v1/worker/gpu/model_runner.py:684-686). RTX 4090 (< 70 GiB): 256 seqs, 2048 batched tokens
+    # (vllm==0.24.0: engine/arg_utils.py:2416-2422). Qwen3-8B (hidden 4096, intermediate 12288, vocab 151936):
+    #   sampler 256 x 151936 x 6 B = 233,373,696 + retained 2048 x 4096 x 2 B = 16,777,216 = 250,150,912
+    #   (the forward, 2048 x (3 x 12288 + 2 x 4096) x 2 B = 184,549,376, is lower)
+    qwen = resolve("qwen3-8b").spec
+    s = Settings().with_(gpu="RTX-4090", gpu_memory_utilization=0.92, max_model_len=32768)
+    v24 = predict(qwen, s.with_(vllm_version="0.24.0"))[0]
+    assert v24["torch_peak"] == 250_150_912 and v24["cudagraphs"] == 0
+    # 0.21.0: V1 runner, FlashInfer sampler 14 B per element, CUDA-graph estimate subtracted
+    v21 = predict(qwen, s.with_(vllm_version="0.21.0"))[0]
+    assert v21["torch_peak"] == 256 * 151936 * 14 + 16_777_216 and v21["cudagraphs"] > 0
+    # Llama (LlamaForCausalLM): V1 in 0.22, V2 in 0.23 and 0.24, V1 again in 0.25
+    graphs = [_budget(gpu="RTX-4090", max_model_len=8192, vllm_version=v)["cudagraphs"] for v in ("0.22.0", "0.23.0", "0.24.0", "0.25.0")]
+    assert graphs[0] > 0 and graphs[1] == graphs[2] == 0 and graphs[3] > 0
+    # the logged figure (tests/data/vllm-budget/thunderagent-qwen3-8b-rtx4090-u0.92-0.24.0.log): 6.03 GiB
+    assert v24["available"] / GIB == pytest.approx(6.03, abs=0.25)

@@ -48,7 +48,9 @@ def test_releases_before_the_v1_engine_are_refused(text):
     [
         ("0.19.1", "0.19.0–0.19.x"),
         ("0.20.0", "0.20.0"),
-        ("0.20.2", "0.20.1–0.21.x"),
+        ("0.20.2", "0.20.1–0.20.x"),  # 0.20.1 keeps the Triton top-k/top-p default; 0.21.0 turns FlashInfer on
+        ("0.21.3", "0.21.0–0.21.x"),
+        ("0.24.0", "0.24.0–0.24.x"),  # model runner V2 default architectures differ per release (0.22-0.25)
         ("0.10.1.1", "0.10.1"),  # 0.9.2 and 0.10.0 are lines of their own (chunked-local, mamba)
         ("0.10.2", "0.10.2–0.10.x"),  # torch 2.8.0: the MXFP4 kernel choice changes
         ("0.9.2", "0.9.2"),
@@ -76,7 +78,7 @@ def test_the_lines_cover_every_release_once_and_in_order():
         assert R._pad(older.last) < R._pad(newer.first)
     for text in ("0.8.0", "0.8.2", "0.8.3", "0.8.4", "0.8.5", "0.9.0", "0.9.1", "0.9.2", "0.10.2",
                  "0.11.0", "0.11.1", "0.12.0", "0.13.0", "0.14.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0",
-                 "0.20.1", "0.22.0", "0.26.0", "0.27.0", "0.28.0", "0.29.0", "0.30.0", "0.33.0"):
+                 "0.20.1", "0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.25.0", "0.26.0", "0.27.0", "0.28.0", "0.29.0", "0.30.0", "0.33.0"):
         line, _ = R.rules_for(text)
         assert line.first == R.parse_release(text), text  # every boundary read starts a line
 
@@ -136,7 +138,7 @@ def test_each_boundary_read_in_the_wheels(older, newer, field, before, after):
 
 @pytest.mark.parametrize(
     ("text", "label"),
-    [("0.20", "0.20.1–0.21.x"), ("0.8", "0.8.5"), ("0.33", "0.33.0 and later"), ("0.11", "0.11.1–0.11.x")],
+    [("0.20", "0.20.1–0.20.x"), ("0.8", "0.8.5"), ("0.33", "0.33.0 and later"), ("0.11", "0.11.1–0.11.x")],
 )
 def test_a_bare_minor_release_reads_as_its_newest_patch_level(text, label):
     # "0.20" has always meant 0.20.2's rules in kvcalc: a bare X.Y is the newest X.Y.z kvcalc knows

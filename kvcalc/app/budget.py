@@ -11,6 +11,7 @@ from kvcalc.app.settings import Settings
 from kvcalc.core.budget_rules import (
     DEFAULT_SM_COUNT,
     SAMPLERS,
+    V2_DUMMY_SAMPLER_BYTES,
     Shapes,
     capture_sizes,
     cudagraph_estimate,
@@ -20,6 +21,7 @@ from kvcalc.core.budget_rules import (
     mxfp4_marlin,
     non_torch,
     profile_peak,
+    runner_v2,
     sampler_bytes_per_element,
     topk_sm_buffer,
 )
@@ -112,16 +114,18 @@ def _scheduler(
 
 
 def _weights(
-    s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, dtype_bytes: int = 0, marlin: bool = False
+    s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, dtype_bytes: int = 0, marlin: bool = False,
+    vllm_extras: bool = True,
 ) -> tuple[tuple[int, ...], str]:
     """Weights on one GPU of each PP stage, and their source. ``dtype_bytes``: the model dtype's
     size after --dtype (the cache settings carry it). ``marlin``: the release loads MXFP4 experts
-    through its Marlin kernel on this GPU (budget_rules.mxfp4_marlin)."""
+    through its Marlin kernel on this GPU (budget_rules.mxfp4_marlin). ``vllm_extras``: vLLM's RoPE
+    table and Llama 4 vision tower (kvcalc.core.weights.estimate_weights); SGLang passes False."""
     quant = _quantization(s)
     dtype = None
     if s.dtype not in (None, "auto") and dtype_bytes and dtype_bytes != MODEL_DTYPES[model.dtype]:
         dtype = next(name for name, size in MODEL_DTYPES.items() if size == dtype_bytes)
-    est = estimate_weights(model, plan, quant, marlin=marlin, dtype=dtype)
+    est = estimate_weights(model, plan, quant, marlin=marlin, dtype=dtype, vllm_extras=vllm_extras)
     weights_flag = _size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
         return est.bytes_per_stage, f"{est.method}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
@@ -187,9 +191,13 @@ def _activation(
         per_token, which = forward_per_token(shapes, plan.tp)
         return mnbt * per_token, f"estimate: forward over {mnbt} tokens ({which}); the sampler runs on the last PP stage"
     bpe, path = sampler_bytes_per_element(line, s.sampler, shapes.dtype_bytes)
+    v2 = runner_v2(line, model.arch.get("architectures"))
+    if v2 and s.sampler in (None, "auto"):
+        bpe = V2_DUMMY_SAMPLER_BYTES + max(shapes.dtype_bytes - 2, 0)
+        path = f"model runner V2 (vLLM {line.label} default for {v2}): logits + fp32 copy, no top-k/top-p in the dummy run"
     rows = min(mnbt, seqs[0])
     kept, kept_how = _moe_kept(s, model, shapes, plan, mnbt, line)
-    scratch, scratch_how = _topk_scratch(s, line, rows, shapes.vocab)
+    scratch, scratch_how = (0, "") if v2 and s.sampler in (None, "auto") else _topk_scratch(s, line, rows, shapes.vocab)
     peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch)
     notes = "".join(f"; {x}" for x in (kept_how, scratch_how) if x)
     return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]}){notes}"
@@ -239,7 +247,9 @@ def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan, gpu_name: str | N
     return non_torch(line, plan.tp, plan.pp, nvls=gpu is not None and gpu.nvswitch and gpu.sm >= 90)
 
 
-def _cudagraphs(s: Settings, line: RuleLine, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: int) -> tuple[int, str]:
+def _cudagraphs(
+    s: Settings, line: RuleLine, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: int, arch: dict
+) -> tuple[int, str]:
     graph = _size(s.cudagraph_bytes, named("cudagraph_bytes"))
     if graph is not None:
         return graph, "--cudagraph-bytes"
@@ -247,6 +257,9 @@ def _cudagraphs(s: Settings, line: RuleLine, shapes: Shapes, plan: ParallelPlan,
         return 0, "--enforce-eager: no CUDA graphs"
     if not line.cudagraphs_subtracted:
         return 0, f"vLLM {line.label} does not subtract CUDA graphs (captured after sizing, out of the 1 - utilization headroom)"
+    v2 = runner_v2(line, arch.get("architectures"))
+    if v2:  # vllm==0.24.0: v1/worker/gpu/model_runner.py:684-686 (0.22.0: :620-622; 0.25.0: :680-682)
+        return 0, f"model runner V2 (vLLM {line.label} default for {v2}) estimates no CUDA-graph memory (profile_cudagraph_memory returns 0)"
     if s.cudagraph_capture_sizes:
         sizes = tuple(sorted({int(x) for x in str(s.cudagraph_capture_sizes).split(",") if x.strip()}))
         if not sizes or min(sizes) < 1:
@@ -337,7 +350,7 @@ def budget_inputs(
     shapes = _shapes(model, cache)
     seqs = _max_num_seqs(s, line, total, gpu_name)
     over, over_src = _overhead(s, line, plan, gpu_name)
-    graph, graph_src = _cudagraphs(s, line, shapes, plan, mnbt, seqs[0])
+    graph, graph_src = _cudagraphs(s, line, shapes, plan, mnbt, seqs[0], model.arch)
     notes: list[str] = list(_ambiguous_gpu(s.gpu))
     if model.encoder_decoder or any(k in model.arch for k in ("vision_config", "audio_config")):
         notes.append("the multimodal/encoder profile run is not modelled: pass --activation-bytes from vLLM's log")

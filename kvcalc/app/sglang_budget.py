@@ -87,7 +87,7 @@ def _free_memory(
     else the load leaves on the GPU when A is estimated (the RoPE table; 0 when A is given)."""
     before = parse_size(s.free_before_weights, named("free_before_weights")) if s.free_before_weights is not None else None
     after = parse_size(s.free_after_weights, named("free_after_weights")) if s.free_after_weights is not None else None
-    weights, w_src = _weights(s, model, plan, checkpoint)
+    weights, w_src = _weights(s, model, plan, checkpoint, vllm_extras=False)
     b_src = "--free-before-weights (SGLang's 'Load weight begin. avail mem=')"
     if before is None and total is not None:
         over, over_src = _preload_overhead(s, plan)

@@ -54,6 +54,17 @@ PER_GRAPH = 2 * MIB
 # platforms/cuda.py:520-521). Without a catalog GPU kvcalc assumes H100/H200 SXM's 132 SMs.
 TRITON_TOPK_MIN_ROWS = 8
 DEFAULT_SM_COUNT = 132
+# model runner V2's dummy sampler in 0.22-0.25 (RuleLine.v2_default_archs): no top-k/top-p (the dummy requests
+# keep top_k = vocab, top_p = 1.0: vllm==0.24.0 v1/worker/gpu/sample/states.py:31-35, :94-101), so the peak per
+# (row x vocab) element is the bf16 logits (2 B, held by _dummy_sampler_run: v1/worker/gpu/model_runner.py:633-644)
+# + their fp32 copy (4 B, sample/sampler.py:157); gumbel_sample's buffers are rows x blocks (gumbel.py)
+V2_DUMMY_SAMPLER_BYTES = 6
+
+
+def runner_v2(line: RuleLine, architectures: object) -> str:
+    """The architecture that makes this release run model runner V2 by default (0.22-0.25), or ''."""
+    names = architectures if isinstance(architectures, list) else []
+    return next((a for a in names if isinstance(a, str) and a in line.v2_default_archs), "")
 
 
 @record

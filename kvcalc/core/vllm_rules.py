@@ -63,6 +63,14 @@ SAMPLER_NATIVE = "native sort (FlashInfer opt-in)"  # 0.12.0-0.16.x (vllm==0.12.
 SAMPLER_TRITON = "Triton top-k/top-p, in place"  # 0.17.0- V1 runner (vllm==0.20.0: ops/topk_topp_sampler.py:251)
 SAMPLER_V2 = "model runner V2: fp32 copy + fused Gumbel"  # V2 runner default on CUDA (vllm==0.33.0: v1/worker/gpu/sample/sampler.py:242)
 
+# architectures that default to model runner V2 before it is the default for all (0.29.0): DEFAULT_V2_MODEL_RUNNER_
+# ARCHITECTURES, config/vllm.py (vllm==0.22.0: :69; 0.23.0: :69-75; 0.24.0: :68-77; 0.25.0: :68-74); none in 0.21.0
+# (VLLM_USE_V2_MODEL_RUNNER default "0", vllm==0.21.0: envs.py:1711-1713). 0.26-0.28 list others (read, not modelled)
+V2_ARCHS_0_22 = ("Qwen3ForCausalLM",)
+V2_ARCHS_0_23 = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM")
+V2_ARCHS_0_25 = ("DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "Qwen2MoeForCausalLM")
+V2_ARCHS_0_24 = V2_ARCHS_0_23 + V2_ARCHS_0_25
+
 # chunked-local attention layers (Llama 4)
 CHUNKED_FULL = "no chunked-local spec: the layers are full attention"  # 0.8.0-0.9.2 (absent in vllm==0.9.2 kv_cache_interface.py)
 CHUNKED_HYBRID = "chunked-local groups of the hybrid manager"  # 0.10.0, 0.14.0- (vllm==0.10.0: kv_cache_interface.py:153-165)
@@ -145,8 +153,15 @@ class RuleLine:
     # (VLLM_USE_FLASHINFER_SAMPLER default None, vllm==0.20.0: envs.py:716-720), rows >= 8 take the
     # kernel (ops/topk_topp_sampler.py:251). False from 0.21.0: FlashInfer's sampler is on by default
     # (vllm==0.21.0: envs.py:726-730, ops/topk_topp_sampler.py:39-49); 0.20.1 still has the 0.20.0 code
-    # but shares the 0.20.1-0.21.x line (docs/vllm-budget.md 2.3.2). V2 runner lines: not modelled.
+    # (vllm==0.20.1: envs.py:717-721), so its line keeps the buffer (docs/vllm-budget.md 2.3.2). V2 runner: not modelled.
     topk_sm_buffer: bool = False
+    # 0.22-0.25: these architectures run model runner V2 by default (V2_ARCHS_* above). Its profile
+    # run differs from V1's: the dummy sampler's requests keep SamplingStates' initial top_k = vocab and
+    # top_p = 1.0 (vllm==0.24.0: v1/worker/gpu/sample/states.py:31-35), so no top-k/top-p runs and the
+    # peak is the bf16 logits + their fp32 copy (sample/sampler.py:157; budget_rules.V2_DUMMY_SAMPLER_BYTES);
+    # and its profile_cudagraph_memory returns 0 (v1/worker/gpu/model_runner.py:684-686), so nothing is
+    # subtracted for CUDA graphs. The lines from 0.29 (V2 for all) keep their own sampler_path.
+    v2_default_archs: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -198,6 +213,7 @@ _BASE = dict(
     moe_workspace_kept=True,
     moe_chunk_tokens=0,
     topk_sm_buffer=False,
+    v2_default_archs=(),
 )
 
 
@@ -216,7 +232,11 @@ _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BA
 _V0_26 = dict(_V0_27, concurrency=CONC_POOLED, mamba_align=MAMBA_BLOCK, free_delta_accounting=False)
 _V0_25 = dict(_V0_26, sliding=SW_BATCHED, in_flight_batches=False)
 _V0_21 = dict(_V0_25, fit_whose="models's", cpu_clause=False)
-_V0_20 = dict(_V0_21, tokens=TOKENS_PER_GROUP_MIN_BS, topk_sm_buffer=True)
+# 0.20.1 keeps 0.20.0's sampler: VLLM_USE_FLASHINFER_SAMPLER defaults to None (vllm==0.20.1: envs.py:717-721),
+# so the dummy sampler (top_p 0.9, top_k vocab - 1: v1/worker/gpu_model_runner.py:5646-5647) takes the Triton
+# kernel for >= 8 rows (v1/sample/ops/topk_topp_sampler.py:251) and caches its buffer (topk_topp_triton.py:1015-1019)
+_V0_20_1 = dict(_V0_21, topk_sm_buffer=True)
+_V0_20 = dict(_V0_20_1, tokens=TOKENS_PER_GROUP_MIN_BS)
 _V0_19 = dict(_V0_20, default_utilization=0.9, cudagraphs_subtracted=False, mamba_align=MAMBA_16)
 _V0_18 = dict(_V0_19, fit_check=FIT_FIRST_GROUP)
 _V0_17 = dict(_V0_18, group_ratio=125, moe_chunk_tokens=16384)
@@ -249,8 +269,12 @@ LINES: tuple[RuleLine, ...] = (
     _line((0, 28, 0), (0, 28, 99), **_V0_28),
     _line((0, 27, 0), (0, 27, 99), **_V0_27),
     _line((0, 26, 0), (0, 26, 99), **_V0_26),
-    _line((0, 22, 0), (0, 25, 99), **_V0_25),
-    _line((0, 20, 1), (0, 21, 99), **_V0_21),
+    _line((0, 25, 0), (0, 25, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_25),
+    _line((0, 24, 0), (0, 24, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_24),
+    _line((0, 23, 0), (0, 23, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_23),
+    _line((0, 22, 0), (0, 22, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_22),
+    _line((0, 21, 0), (0, 21, 99), **_V0_21),
+    _line((0, 20, 1), (0, 20, 99), **_V0_20_1),
     _line((0, 20, 0), (0, 20, 0, 99), **_V0_20),
     _line((0, 19, 0), (0, 19, 99), **_V0_19),
     _line((0, 18, 0), (0, 18, 99), **_V0_18),

@@ -79,6 +79,8 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
         d = model.head_dim
         attn = h * heads * d + 2 * h * model.num_kv_heads * d + heads * d * h
     inter = _get(a, "intermediate_size", "ffn_dim", "d_ff", "n_inner", default=4 * h)
+    # Llama 4's dense layers take intermediate_size_mlp (vllm==0.19.0: model_executor/models/llama4.py:356-363)
+    dense_inter = _get(a, "intermediate_size_mlp", default=inter) if model.model_type in LLAMA4_TYPES else inter
     gated = not (str(a.get("hidden_act") or a.get("activation_function") or "").startswith("gelu") and model.model_type in ("starcoder2", "whisper"))
     mlp_mult = 3 if gated else 2
     experts = _get(a, "n_routed_experts", "num_experts", "num_local_experts")
@@ -97,15 +99,27 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
                 raise ConfigError(f"config field 'expert_layer_period' must be >= 1, got {period}")
             moe_layer = i % period == _get(a, "expert_layer_offset", default=1)
     if not moe_layer:
-        return attn, mlp_mult * h * inter, 0
+        return attn, mlp_mult * h * dense_inter, 0
     moe_inter = _get(a, "moe_intermediate_size", default=inter)
-    shared = _get(a, "n_shared_experts", "num_shared_experts")
+    # Llama 4's MoE layer always holds one shared expert of intermediate_size, with no config key
+    # saying so (vllm==0.19.0: model_executor/models/llama4.py:105-112, n_shared_experts = 1 at :125)
+    shared = _get(a, "n_shared_experts", "num_shared_experts", default=1 if model.model_type in LLAMA4_TYPES else 0)
     shared_inter = _get(a, "shared_expert_intermediate_size", default=shared * moe_inter)
     dense = mlp_mult * h * shared_inter + h * experts
     return attn, dense, experts * mlp_mult * h * moe_inter
 
 
 ALWAYS_TIED = ("gemma", "gemma2")
+LLAMA4_TYPES = ("llama4_text", "llama4")
+# Model types whose vLLM model file passes config.max_position_embeddings to get_rope without a dtype
+# (vllm==0.19.0: model_executor/models/llama.py:268, :247; llama4.py:333, :248-253; qwen2.py:269;
+# qwen3.py:192; qwen2_moe.py:299; qwen3_moe.py:370; mixtral.py:251; gemma2.py:203, :151-156), so the
+# table is built in the default dtype, which the loader sets to the model dtype (model_loader/
+# base_loader.py:53). RoPE kinds whose table is positions x rotary_dim: the base RotaryEmbedding
+# (rotary_embedding/base.py:58-63, :83-92) and Llama3RotaryEmbedding, which only rescales inv_freq
+# (llama3_rope.py:33-54). Others (YaRN, dynamic NTK, longrope, MLA's DeepSeek scaling) size it otherwise: not counted.
+ROPE_TABLE_TYPES = ("llama", "llama4_text", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "gemma2")
+ROPE_TABLE_KINDS = ("default", "llama3")
 QUANTIZATIONS = ("fp8", "fp8_e4m3", "mxfp4", "awq", "gptq", "compressed-tensors", "bitsandbytes")
 
 
@@ -176,16 +190,84 @@ def yarn_table_bytes(model: ModelSpec, a: dict) -> int:
     return int(orig * factor) * model.head_dim * 4
 
 
+def rope_table_bytes(model: ModelSpec, a: dict, dt: int) -> tuple[int, str]:
+    """The RoPE cos/sin table vLLM keeps on the GPU as a buffer of the model (not a checkpoint
+    tensor, but allocated while loading, so "Model loading took" counts it): max_position_embeddings
+    x rotary_dim elements (cos and sin halves), cast to the model dtype (vllm==0.19.0:
+    model_executor/layers/rotary_embedding/base.py:58-63, :83-92). One table per process:
+    get_rope caches it by its arguments, so every layer shares it (rotary_embedding/__init__.py:68-78).
+    gpt-oss: the fp32 YaRN table (yarn_table_bytes). Types and RoPE kinds not read: 0."""
+    if model.model_type == "gpt_oss":
+        table = yarn_table_bytes(model, a)
+        return table, f"fp32 YaRN table {table:,} B" if table else ""
+    if model.mla or model.model_type not in ROPE_TABLE_TYPES:
+        return 0, ""
+    rope = a.get("rope_scaling") if a.get("rope_scaling") is not None else a.get("rope_parameters")
+    kind = str(rope.get("rope_type") or rope.get("type") or "default") if isinstance(rope, dict) else "default"
+    prf = a.get("partial_rotary_factor", 1.0)
+    if kind not in ROPE_TABLE_KINDS or not isinstance(prf, (int, float)) or not 0 < prf <= 1:
+        return 0, ""
+    positions, rot = _get(a, "max_position_embeddings", default=8192), int(model.head_dim * prf)
+    table = positions * rot * dt
+    return table, f"RoPE cos/sin table {positions:,} positions x {rot} x {dt} B = {table:,} B"
+
+
+def llama4_vision_params(v: dict, text_hidden: int, tp: int) -> int:
+    """Parameters of Llama 4's vision tower and projector on one TP rank (vllm==0.19.0:
+    model_executor/models/mllama4.py). mm_encoder_tp_mode defaults to "weights" (config/multimodal.py:144),
+    so the linear layers are TP-sharded: ColumnParallel splits the output and its bias, RowParallel the
+    input (its bias whole), QKVParallelLinear the heads (mllama4.py:279-293). Per encoder layer
+    (:334-362): qkv and o with biases, fc1 (hidden -> intermediate) and fc2 with biases (:117-145),
+    two LayerNorms. Then the unfold patch linear (channels x patch^2 -> hidden, no bias, :425-446),
+    class embedding, positional embedding ((image/patch)^2 + 1 rows), two LayerNorms (:477-490), the
+    pixel-shuffle MLP intermediate -> projector_input -> projector_output (:205-230), and the projector
+    vision_output_dim -> text hidden, no bias (:158-173). Its vision RoPE table (complex64, ~0.2 MB) is not counted."""
+    h, heads = _get(v, "hidden_size"), max(_get(v, "num_attention_heads", default=1), 1)
+    inter, patch = _get(v, "intermediate_size"), _get(v, "patch_size", default=14)
+    head_dim, local_heads = h // heads, max(heads // tp, 1)
+    qkv = 3 * local_heads * head_dim
+    layer = h * qkv + qkv + local_heads * head_dim * h + h + 2 * (h * (inter // tp)) + inter // tp + h + 4 * h
+    positions = (_get(v, "image_size", default=336) // max(patch, 1)) ** 2 + 1
+    p_in, p_out = _get(v, "projector_input_dim"), _get(v, "projector_output_dim")
+    bias = bool(v.get("multi_modal_projector_bias"))
+    adapter = inter * (p_in // tp) + (p_in // tp) * p_out + ((p_in // tp) + p_out if bias else 0)
+    model = _get(v, "num_channels", default=3) * patch * patch * (h // tp) + h + positions * h + 4 * h
+    projector = _get(v, "vision_output_dim") * (text_hidden // tp)
+    return _get(v, "num_hidden_layers") * layer + model + adapter + projector
+
+
+def _stage_extras(model: ModelSpec, a: dict, tp: int, dt: int) -> tuple[int, int, str]:
+    """Bytes every PP stage holds besides its decoder layers (the RoPE table, Llama 4's vision tower,
+    which vLLM builds on every rank: mllama4.py:758-770), the vision parameters of the whole model, and how.
+    --limit-mm-per-prompt with every modality at 0 skips the tower (models/interfaces.py:276-288); kvcalc
+    has no such setting and counts it."""
+    table, how = rope_table_bytes(model, a, dt)
+    vision = a.get("vision_config")
+    if model.model_type not in LLAMA4_TYPES or not isinstance(vision, dict):
+        return table, 0, how
+    h = _get(a, "hidden_size")
+    tower = llama4_vision_params(vision, h, tp) * dt
+    how = ", ".join(x for x in (how, f"vision tower + projector {tower:,} B (TP-sharded)") if x)
+    return table + tower, llama4_vision_params(vision, h, 1), how
+
+
 def estimate_weights(
-    model: ModelSpec, plan: ParallelPlan, quantization: str | None = None, marlin: bool = False, dtype: str | None = None
+    model: ModelSpec,
+    plan: ParallelPlan,
+    quantization: str | None = None,
+    marlin: bool = False,
+    dtype: str | None = None,
+    vllm_extras: bool = True,
 ) -> WeightEstimate:
     """Parameters of the whole model and bytes per GPU of each PP stage (computed once per
     model, TP size, PP split and quantization). ``marlin``: vLLM loads MXFP4 experts through
     its Marlin kernel on this GPU and release (kvcalc.core.budget_rules.mxfp4_marlin), padded.
-    ``dtype``: ``--dtype`` when it overrides the checkpoint's."""
+    ``dtype``: ``--dtype`` when it overrides the checkpoint's. ``vllm_extras``: add what vLLM's model
+    code allocates while loading beside the decoder (its RoPE table, Llama 4's vision tower:
+    ``_stage_extras``); False for SGLang, whose tables kvcalc.core.sglang.rope_cache_bytes counts."""
     # ``arch`` is left out of a model's ==/hash: its identity is part of the key (the
     # cached model keeps it alive, so the id cannot be reused while the entry exists)
-    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, marlin, dtype)
+    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, marlin, dtype, vllm_extras)
 
 
 @lru_cache(maxsize=512)
@@ -198,6 +280,7 @@ def _estimate(
     quantization: str | None = None,
     marlin: bool = False,
     dtype: str | None = None,
+    vllm_extras: bool = True,
 ) -> WeightEstimate:
     a = model.arch
     h = _get(a, "hidden_size", "d_model", "n_embd")
@@ -239,7 +322,8 @@ def _estimate(
         per_layer_bytes = [2 * b for b in per_layer_bytes]
     ranges = pp_ranges(model.num_layers, pp, pp_layers)
     out = []
-    table = yarn_table_bytes(model, a)
+    table, vision_params, extra_how = _stage_extras(model, a, tp, dt) if vllm_extras else (0, 0, "")
+    total += vision_params
     for s, (start, end) in enumerate(ranges):
         b = sum(per_layer_bytes[start:end]) + table
         if s == 0:
@@ -252,4 +336,6 @@ def _estimate(
     how = "estimate from the config: attention + MLP/MoE + embeddings"
     if quant_how:
         how += f", {quant_how}"
+    if extra_how:
+        how += f"; per GPU also {extra_how}"
     return WeightEstimate(int(total), tuple(out), how)

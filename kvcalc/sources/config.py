@@ -389,6 +389,17 @@ def with_encoder_tokens(model: ModelSpec, tokens: int) -> ModelSpec:
     return replace(model, layers=layers)
 
 
+def _arch(cfg: dict, text: dict, where: str) -> dict:
+    """The numbers the weights estimate reads: the decoder's config, plus the wrapper's vision_config
+    (its tower is loaded with the decoder: kvcalc.core.weights counts Llama 4's)."""
+    if not where:
+        return dict(cfg)
+    arch = dict(text)
+    if isinstance(cfg.get("vision_config"), dict):
+        arch["vision_config"] = cfg["vision_config"]
+    return arch
+
+
 def spec_from_config(cfg: Any, *, name: str, source: str) -> ModelSpec:
     """Build the canonical model spec from a parsed config.json."""
     if not isinstance(cfg, dict):
@@ -461,6 +472,6 @@ def spec_from_config(cfg: Any, *, name: str, source: str) -> ModelSpec:
         max_model_len=max_len,
         mla=mla,
         notes=tuple(notes),
-        arch=dict(text) if where else dict(cfg),
+        arch=_arch(cfg, text, where),
         tp_divisors=divisors,
     )
