@@ -112,7 +112,11 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # 3090 runs move to +0.05..+0.14, and the one run whose vLLM computed -0.70 GiB (it could not start) is
 # checked as an outcome (test_runs_vllm_could_not_start_are_refused: kvcalc refuses it), not a figure:
 # 47 of 53 capacity figures within, median 0.6 %.
-BOUND_HITS = 47
+# 4th held-out set (HELDOUT4.md, measured at 37a0719 before any change; no code changed): 6 runs added, one of
+# them a start vLLM refused (-1.44 GiB; checked as an outcome); of the 5 capacity figures 3 within (the two H100
+# TP2 runs of the llm-d-benchmark set-up -1.75/-1.77 GiB: kvcalc charges NCCL NVLS buffers, the runs logged a
+# non-torch figure without them): 50 of 58 capacity figures within, median 0.6 %. Bounds unchanged.
+BOUND_HITS = 50
 BOUND_MAX_GIB = 5.7
 BOUND_WEIGHTS_GIB = 5.8  # Llama-4-Scout's vision tower (-5.75); LLaVA's (-0.59); every other row within 0.07
 
