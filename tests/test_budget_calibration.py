@@ -117,7 +117,11 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # +5.40 -> -0.32) and the RoPE table of the other Llama/Qwen/Mixtral/Gemma-2 rows (Llama-3.1-8B -0.03 -> 0.00);
 # model runner V2's profile in 0.22-0.25 for its default architectures (the RTX 4090 Qwen3-8B 0.24.0 run
 # -0.30 -> +0.19): 49 of 53 within. Left: issue 14's gpt-oss-120b (-5.36), week10's 0.31 headroom (+1.14).
-BOUND_HITS = 49
+# 4th held-out set (HELDOUT4.md, measured at 37a0719 before any change; no code changed): 6 runs added, one of
+# them a start vLLM refused (-1.44 GiB; checked as an outcome); of the 5 capacity figures 3 within (the two H100
+# TP2 runs of the llm-d-benchmark set-up -1.75/-1.77 GiB: kvcalc charges NCCL NVLS buffers, the runs logged a
+# non-torch figure without them): 50 of 58 capacity figures within, median 0.6 %. Bounds unchanged.
+BOUND_HITS = 52
 BOUND_MAX_GIB = 5.4
 BOUND_WEIGHTS_GIB = 0.6  # LLaVA's CLIP tower (-0.59, not counted), gpt-oss-20b TP 2 (-0.58); every other row within 0.17
 
