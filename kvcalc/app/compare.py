@@ -21,6 +21,7 @@ from kvcalc.errors import KvcalcError
 
 # settings that take a comma-separated list, in the order the product nests them
 SWEEP_FLAGS = SWEEPS
+_LABEL_NAMES = {k: flag.lstrip("-") for k, (flag, _) in SWEEP_FLAGS.items()}  # a row label's names: tp=2
 
 # layer kinds whose KV heads a variant changes (self-attention); cross-attention, MLA
 # and state layers are left as they are
@@ -178,7 +179,8 @@ class Row:
             parts.append(self.variant.label)
         elif self.variant_key:
             parts.append(self.variant_key)
-        parts += [f"{SWEEP_FLAGS[k][0].lstrip('-')}={self.sweep[k]}" for k in varying]
+        sweep = self.sweep
+        parts += [f"{_LABEL_NAMES[k]}={sweep[k]}" for k in varying]
         return " ".join(parts)
 
     @property

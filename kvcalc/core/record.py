@@ -284,9 +284,6 @@ def fields(obj: Any) -> tuple[Field, ...]:
     return tuple(cls.__record_fields__.values())
 
 
-_GETTERS: dict[type, Callable[[dict], tuple]] = {}  # per record class: its fields out of an instance dict
-
-
 def replace(obj: Any, /, **changes: Any) -> Any:
     """A copy of a record with some fields changed (``dataclasses.replace`` for records): the
     fields copied as they are (every default and factory already applied), the changes put
@@ -296,12 +293,12 @@ def replace(obj: Any, /, **changes: Any) -> Any:
     if not changes.keys() <= nameset:
         unknown = sorted(set(changes) - nameset)
         raise TypeError(f"{cls.__name__} has no field {unknown[0]!r}")
-    get = _GETTERS.get(cls)
-    if get is None:
-        get = _GETTERS[cls] = attrgetter(*names) if len(names) > 1 else (lambda o: (getattr(o, names[0]),))
     new = object.__new__(cls)
     values = new.__dict__
-    values.update(zip(names, get(obj)))
+    values.update(obj.__dict__)  # the fields, in order (one copy of the instance dict: a sweep makes one per row)
+    if len(values) != len(names):  # values kept on the instance (its hash, cached properties): not copied
+        for k in [k for k in values if k not in nameset]:
+            del values[k]
     values.update(changes)
     if post is not None:
         post(new)

@@ -50,10 +50,17 @@ def _layer_groups(model: ModelSpec, cache: CacheSettings) -> tuple[dict[str, Any
     return tuple(out)
 
 
-@lru_cache(maxsize=256)
+_MODELS: Memo[dict[str, Any]] = Memo(256)
+
+
 def _model_payload(m: ModelSpec, cache: CacheSettings) -> dict[str, Any]:
-    """The ``model`` object: one dict per model and cache settings, shared by a sweep's rows
-    (read, never changed, by its callers; ``to_json`` encodes a shared object once)."""
+    """The ``model`` object: one dict per model (by identity: no deep compare of its layers) and
+    cache settings, shared by a sweep's rows (read, never changed, by its callers; ``to_json``
+    encodes a shared object once)."""
+    return _MODELS.get((id(m), cache), _new_model_payload, m, cache, keep=m)
+
+
+def _new_model_payload(m: ModelSpec, cache: CacheSettings) -> dict[str, Any]:
     return {
         "name": m.name,
         "source": m.source,
