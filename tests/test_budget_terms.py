@@ -133,12 +133,33 @@ def test_parse_budget_reads_the_sampler_and_the_actual_usage_line() -> None:
     assert settings == {"gpu_memory_utilization": 0.8, "sampler": "flashinfer"}
 
 
-def test_nvls_buffers_only_on_hopper_nvswitch_with_tp() -> None:
-    h100_tp2 = _budget(gpu="H100-80GB", vllm_version="0.19.0", max_model_len=8192, tp=2)["non_torch"]
-    a100_tp2 = _budget(gpu="A100-80GB", vllm_version="0.19.0", max_model_len=8192, tp=2)["non_torch"]
-    h100_tp1 = _budget(gpu="H100-80GB", vllm_version="0.19.0", max_model_len=8192)["non_torch"]
-    assert h100_tp2 - a100_tp2 == 2415919104  # NCCL NVLS (vllm#9699)
-    assert h100_tp1 < a100_tp2 < GIB
+def test_non_torch_communicators_nvls_and_fusion_per_release() -> None:
+    from kvcalc.core.budget_rules import non_torch
+    from kvcalc.core.vllm_rules import rules_for
+
+    mib = 1 << 20
+
+    def nt(version: str, tp: int, pp: int = 1, sm: int = 90, nvswitch: bool = True) -> int:
+        return non_torch(rules_for(version)[0], tp, pp, sm=sm, nvswitch=nvswitch)[0]
+
+    # 0.19.0 on H100, TP 2: snapshot after init_worker_distributed_environment (vllm==0.19.0:
+    # v1/worker/gpu_worker.py:263, :282), so only torch's TP group communicator, created by the profile
+    # run's logits all_gather (base_device_communicator.py:196), is charged: 0.48 GiB ~ 492 MiB (init snapshots
+    # 1.99 - 1.51 GiB); NVLS off for 2 GPUs in NCCL 2.27.5 (nvls.cc:160); fusion workspace 3 x 512 MiB
+    assert nt("0.19.0", 2) == 32 * mib + 492 * mib + 3 * 512 * mib
+    # TP 4: + NVLS 16 channels x 2 x (128 KiB x 8 steps) x 4 heads = 128 MiB (nvls.cc:147,152,335-337)
+    assert nt("0.19.0", 4) == 32 * mib + 492 * mib + 128 * mib + 3 * 512 * mib
+    # PP 2: the pynccl PP communicator is in the baseline and the profile run does not communicate
+    assert nt("0.19.0", 1, pp=2) == 32 * mib
+    # 0.11.0: snapshot after init too (gpu_worker.py:169, :182); no fusion pass by default before 0.17
+    assert nt("0.11.0", 2) == 32 * mib + 492 * mib
+    # 0.10.2: snapshot before init (gpu_worker.py:175, :193): pynccl TP + EP (always built, parallel_state.py:1160)
+    # + torch's TP group + custom all-reduce 2 x 8 MiB
+    assert nt("0.10.2", 2) == 32 * mib + 3 * 492 * mib + 16 * mib
+    # 0.21.0 ships NCCL 2.28.9 (torch 2.11.0), where NVLS needs only 2 GPUs (nvls.cc:161): 16 x 2 x 1 MiB x 2
+    assert nt("0.21.0", 2) == 32 * mib + 492 * mib + 64 * mib + 3 * 512 * mib
+    # A100 (sm80): no measured communicator size, the per-peer estimate 4 MiB x 2 x 16 once; no NVLS, no fusion
+    assert nt("0.19.0", 2, sm=80) == 32 * mib + 128 * mib
 
 
 def test_gpt_oss_120b_mxfp4_weights_on_h100_match_the_vllm_0_10_1_1_log() -> None:

@@ -244,7 +244,7 @@ def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan, gpu_name: str | N
     if over is not None:
         return over, "--overhead-bytes"
     gpu = find_gpu(s.gpu) if s.gpu is not None and _sm(s, gpu_name) else None
-    return non_torch(line, plan.tp, plan.pp, nvls=gpu is not None and gpu.nvswitch and gpu.sm >= 90)
+    return non_torch(line, plan.tp, plan.pp, sm=gpu.sm if gpu else 0, nvswitch=gpu is not None and gpu.nvswitch)
 
 
 def _cudagraphs(

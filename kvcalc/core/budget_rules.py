@@ -35,13 +35,29 @@ _SAMPLER_BYTES = {"native": 38, "flashinfer": FLASHINFER_SAMPLER_BYTES, "triton"
 # non-torch memory that grows after init_device (0.9+): kernel modules and library handles
 # loaded by the first forward; an estimate (public 0.10 logs at TP 1 leave 0.02-0.04 GiB)
 NON_TORCH_BASE = 32 * MIB
-# NCCL: NCCL_BUFFSIZE (4 MiB) x send+recv x 16 channels per peer (NVLink); custom all-reduce
+# NCCL communicators where no set-up size was measured (every GPU but Hopper/Blackwell behind an NVSwitch):
+# an estimate, not derived: NCCL_BUFFSIZE (4 MiB) x send+recv x 16 channels per peer; custom all-reduce
 # (vllm distributed/device_communicators/custom_all_reduce.py): an 8 MiB IPC buffer + signal
 NCCL_PER_PEER = 4 * MIB * 2 * 16
 CUSTOM_ALL_REDUCE = 2 * 8 * MIB
-# NCCL NVLS (NVLink SHARP, Hopper and later behind an NVSwitch): NCCL's log on 8 H200 in
-# vllm-project/vllm#9699 prints "nvlsPerRankSize 301989888 nvlsTotalSize 2415919104"
-NVLS_TOTAL = 2415919104
+# one NCCL communicator's set-up (init + the channels its first collective connects) on H100 behind an NVSwitch
+# with NCCL 2.27.5, as vLLM 0.19.0 logs it: the "worker init memory snapshot" of the MoE TP 2 runs, which build
+# one more pynccl communicator (the EP group; vllm==0.19.0: distributed/parallel_state.py:1661-1685) than the
+# dense TP 2 runs, prints non_torch_memory 1.99 GiB against 1.51 (llm-d-incubation/llm-d-planner
+# accuracy/results/v0.19.0/logs, commit d3121e0; TP 4: 2.05 against 1.53): 0.48 GiB ~ 492 MiB
+NCCL_COMM_NVSWITCH = 492 * MIB
+# NCCL NVLS buffers: nvlsChannels x 2 x (NCCL_NVLS_CHUNKSIZE 128 KiB x NCCL_STEPS 8) x nHeads (one head per
+# rank on one node), connected by the first NVLS collective (NCCL_RUNTIME_CONNECT=1), i.e. in the profile run
+# (nccl v2.27.5-1: src/transport/nvls.cc:147-152, :334-337, src/init.cc:1148-1153, src/group.cc:156)
+NVLS_CHANNELS_SM90 = 16
+NVLS_CHANNELS_SM100 = 24  # NVLS_NCHANNELS_SM100_NVL: one node (nvls.cc:149)
+NVLS_CHUNK_BYTES = 128 * 1024 * 8
+# FlashInfer's trtllm all-reduce fusion workspace: three SymmDeviceMemory buffers, each cuMemCreate'd at the
+# multicast granularity (flashinfer-python==0.6.6: comm/trtllm_ar.py:574-614, comm/mnnvl.py:1131-1159); 512 MiB
+# each in the public TP 2 log of sgl-project/sglang#18341 (rank pointers 0x20000000 apart). Built while compiling
+# (vllm==0.19.0: compilation/passes/fusion/allreduce_rms_fusion.py:759-780), inside memory_profiling
+FUSION_BUFFERS = 3
+FUSION_GRANULARITY = 512 * MIB
 # 0.8.x charges the CUDA context too (cudaFree(0) + torch's kernels under lazy loading)
 CUDA_CONTEXT = 512 * MIB
 # every captured graph: vLLM counts at least 1 MiB (gpu_model_runner.profile_cudagraph_memory);
@@ -210,19 +226,48 @@ def profile_peak(
     )
 
 
-def non_torch(line: RuleLine, tp: int, pp: int, nvls: bool = False) -> tuple[int, str]:
-    """Non-torch memory charged to the budget: NCCL/custom all-reduce with TP/PP (NVLS buffers
-    on NVSwitch GPUs from Hopper on), kernel modules; in 0.8.x the CUDA context as well."""
-    peers = (tp - 1) + (1 if pp > 1 else 0)
-    total = NON_TORCH_BASE + peers * NCCL_PER_PEER + (CUSTOM_ALL_REDUCE if tp > 1 else 0)
-    how = f"estimate: kernel modules {figure(NON_TORCH_BASE)}"
-    if peers:
-        how += f" + NCCL {peers} peer(s) x {figure(NCCL_PER_PEER)}"
+def _communicators(line: RuleLine, tp: int, pp: int, measured: bool) -> tuple[int, str]:
+    """NCCL communicator memory charged: before 0.11 every communicator vLLM builds at init (pynccl of the
+    TP, EP and PP groups, custom all-reduce) and torch's TP group communicator; from 0.11 only the latter,
+    which the profile run's logits all_gather creates (to 0.22) or connects (0.23+)."""
+    if tp == 1 and (pp == 1 or not line.comm_setup_charged):
+        return 0, ""
+    if not measured:  # no measured size: the per-peer estimate, once
+        peers = (tp - 1) + (1 if pp > 1 and line.comm_setup_charged else 0)
+        car = CUSTOM_ALL_REDUCE if tp > 1 and line.comm_setup_charged else 0
+        how = f" + NCCL estimate {peers} peer(s) x {figure(NCCL_PER_PEER)}"
+        return peers * NCCL_PER_PEER + car, how + (f" + custom all-reduce {figure(car)}" if car else "")
+    comms, car, what = 0, 0, []
+    if line.comm_setup_charged:  # snapshot before init_worker_distributed_environment
+        comms += (2 if tp > 1 else 0) + (1 if pp > 1 else 0)
+        car = CUSTOM_ALL_REDUCE if tp > 1 else 0
+        what.append("pynccl TP + EP" if tp > 1 else "")
+        what.append("PP" if pp > 1 else "")
     if tp > 1:
-        how += f" + custom all-reduce {figure(CUSTOM_ALL_REDUCE)}"
-    if tp > 1 and nvls:
-        total += NVLS_TOTAL
-        how += f" + NCCL NVLS buffers {figure(NVLS_TOTAL)} (vllm#9699's NCCL log; NCCL_NVLS_ENABLE=0 drops them)"
+        comms += 1
+        what.append(f"torch TP group ({line.tp_comm})")
+    total = comms * NCCL_COMM_NVSWITCH + car
+    how = f" + {comms} NCCL communicator(s) x {figure(NCCL_COMM_NVSWITCH)} ({', '.join(w for w in what if w)})"
+    return total, how + (f" + custom all-reduce {figure(car)}" if car else "")
+
+
+def non_torch(line: RuleLine, tp: int, pp: int, sm: int = 0, nvswitch: bool = False) -> tuple[int, str]:
+    """Non-torch memory charged to the budget (docs/vllm-budget.md 2.4): kernel modules; NCCL
+    communicators (_communicators); NVLS buffers and the FlashInfer all-reduce fusion workspace on
+    Hopper/Blackwell behind an NVSwitch; in 0.8.x the CUDA context as well."""
+    hopper_up = nvswitch and sm >= 90
+    comm, comm_how = _communicators(line, tp, pp, hopper_up)
+    total = NON_TORCH_BASE + comm
+    how = f"estimate: kernel modules {figure(NON_TORCH_BASE)}" + comm_how
+    if hopper_up and tp >= line.nvls_min_gpus and tp > 1:
+        channels = NVLS_CHANNELS_SM100 if sm >= 100 else NVLS_CHANNELS_SM90
+        nvls = channels * 2 * NVLS_CHUNK_BYTES * tp
+        total += nvls
+        how += f" + NCCL NVLS {channels} channels x 2 x 1 MiB x {tp} ranks = {figure(nvls)}"
+    if line.allreduce_fusion and tp > 1 and pp == 1 and sm in (90, 100):
+        fusion = FUSION_BUFFERS * FUSION_GRANULARITY
+        total += fusion
+        how += f" + FlashInfer all-reduce fusion workspace {FUSION_BUFFERS} x {figure(FUSION_GRANULARITY)}"
     if line.cuda_context_charged:
         total += CUDA_CONTEXT
         how += f" + CUDA context {figure(CUDA_CONTEXT)} (charged in 0.8.x)"

@@ -87,6 +87,12 @@ MXFP4_TORCH27 = "Marlin on every CUDA GPU but sm100: the wheel pins torch 2.7.1"
 MXFP4_NO_TRITON_KERNELS = "Marlin: triton_kernels and FlashInfer are optional extras"  # 0.10.2-0.11.x (vllm==0.11.0: mxfp4.py:59-102)
 MXFP4_VENDORED = "Marlin below sm90 and from sm110; Triton (vendored triton_kernels) on sm90-sm10x"  # 0.12.0- (vllm==0.12.0: mxfp4.py:150-162)
 
+# how torch's NCCL communicator of the TP device group is paid inside the profiling window (docs/vllm-budget.md 2.4.2).
+# The profile run's logits all_gather goes through torch.distributed on that group (vllm==0.19.0: model_executor/
+# layers/logits_processor.py:77-83, distributed/device_communicators/base_device_communicator.py:196)
+TP_COMM_LAZY = "created and connected by the profile run's all_gather"  # -0.22.x: init_process_group without device_id
+TP_COMM_CONNECT = "created at init (device-bound default group), connected by the all_gather"  # 0.23.0- (parallel_state.py:1441-1451)
+
 
 @record
 class RuleLine:
@@ -162,6 +168,19 @@ class RuleLine:
     # and its profile_cudagraph_memory returns 0 (v1/worker/gpu/model_runner.py:684-686), so nothing is
     # subtracted for CUDA graphs. The lines from 0.29 (V2 for all) keep their own sampler_path.
     v2_default_archs: tuple[str, ...] = ()
+    # --- communicators (docs/vllm-budget.md 2.4.2) ---
+    # the baseline snapshot is taken before init_worker_distributed_environment, so pynccl (TP, PP and the
+    # always-built EP group), custom all-reduce and their warm-ups are charged: 0.9.2 (vllm==0.9.2: v1/worker/
+    # gpu_worker.py:140 snapshot, :158 init) to 0.10.2 (:175, :193); from 0.11.0 after it (vllm==0.11.0: :169, :182)
+    comm_setup_charged: bool = False
+    tp_comm: str = TP_COMM_CONNECT  # TP_COMM_* above
+    # fewest GPUs for NCCL NVLS: NCCL 2.26.2/2.27.x turn it off for gpuCount <= 2 (nccl v2.27.5-1:
+    # src/transport/nvls.cc:160; torch 2.7.x/2.8.0/2.9.x/2.10.0 pin those), 2.28.9+ only below 2
+    # (nccl v2.28.9-1: nvls.cc:161; torch 2.11.0 of vLLM 0.20.1, 2.13.0 of 0.27.0)
+    nvls_min_gpus: int = 2
+    # FlashInfer all-reduce + RMSNorm fusion on by default (enable_allreduce_rms_fusion in the O2/O3 pass
+    # config: vllm==0.17.0 config/vllm.py:113-133, :204; False at every level in vllm==0.16.0 config/vllm.py:124-181)
+    allreduce_fusion: bool = True
 
     @property
     def label(self) -> str:
@@ -214,6 +233,10 @@ _BASE = dict(
     moe_chunk_tokens=0,
     topk_sm_buffer=False,
     v2_default_archs=(),
+    comm_setup_charged=False,
+    tp_comm=TP_COMM_CONNECT,
+    nvls_min_gpus=2,
+    allreduce_fusion=True,
 )
 
 
@@ -231,24 +254,29 @@ _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BA
 # "total consumed" (free-memory delta) from 0.27.0 (vllm==0.27.0: utils/mem_utils.py); not in 0.26.0
 _V0_26 = dict(_V0_27, concurrency=CONC_POOLED, mamba_align=MAMBA_BLOCK, free_delta_accounting=False)
 _V0_25 = dict(_V0_26, sliding=SW_BATCHED, in_flight_batches=False)
-_V0_21 = dict(_V0_25, fit_whose="models's", cpu_clause=False)
+_V0_21 = dict(_V0_25, fit_whose="models's", cpu_clause=False, tp_comm=TP_COMM_LAZY)
 # 0.20.1 keeps 0.20.0's sampler: VLLM_USE_FLASHINFER_SAMPLER defaults to None (vllm==0.20.1: envs.py:717-721),
 # so the dummy sampler (top_p 0.9, top_k vocab - 1: v1/worker/gpu_model_runner.py:5646-5647) takes the Triton
 # kernel for >= 8 rows (v1/sample/ops/topk_topp_sampler.py:251) and caches its buffer (topk_topp_triton.py:1015-1019)
 _V0_20_1 = dict(_V0_21, topk_sm_buffer=True)
-_V0_20 = dict(_V0_20_1, tokens=TOKENS_PER_GROUP_MIN_BS)
+# 0.20.0's torch pin was not read (no wheel in the index): its NCCL is taken as 0.19's 2.27.5
+_V0_20 = dict(_V0_20_1, tokens=TOKENS_PER_GROUP_MIN_BS, nvls_min_gpus=3)
 _V0_19 = dict(_V0_20, default_utilization=0.9, cudagraphs_subtracted=False, mamba_align=MAMBA_16)
 _V0_18 = dict(_V0_19, fit_check=FIT_FIRST_GROUP)
 _V0_17 = dict(_V0_18, group_ratio=125, moe_chunk_tokens=16384)
-_V0_16 = dict(_V0_17, fit_check=FIT_WHOLE_MODEL, sampler_path=SAMPLER_NATIVE, sampler_bytes=38, topk_sm_buffer=False)
+_V0_16 = dict(
+    _V0_17, fit_check=FIT_WHOLE_MODEL, sampler_path=SAMPLER_NATIVE, sampler_bytes=38, topk_sm_buffer=False,
+    allreduce_fusion=False,
+)
 _V0_13 = dict(
     _V0_17, fit_check=FIT_WORKER, request_ceil=False, gib_round=False, chunked=CHUNKED_PROMOTED,
     sampler_path=SAMPLER_NATIVE, sampler_bytes=38, moe_workspace_kept=False, topk_sm_buffer=False,
+    allreduce_fusion=False,
 )
 _V0_12 = dict(_V0_13, docs_url=False)
 _V0_11_2 = dict(_V0_12, group_ratio=0, sampler_path=SAMPLER_NATIVE_OR_FI, mxfp4_kernel=MXFP4_NO_TRITON_KERNELS)
 _V0_11_0 = dict(_V0_11_2, log=LOG_PER_WORKER)
-_V0_10_2 = dict(_V0_11_0, tokens=TOKENS_PER_GROUP, cross_from_batch=False)
+_V0_10_2 = dict(_V0_11_0, tokens=TOKENS_PER_GROUP, cross_from_batch=False, comm_setup_charged=True)
 _V0_10 = dict(_V0_10_2, mxfp4_kernel=MXFP4_TORCH27)
 _V0_10_0 = dict(_V0_10, chunked=CHUNKED_HYBRID)
 _V0_9_2 = dict(_V0_10, chunked=CHUNKED_FULL, mamba_align=MAMBA_NONE)
@@ -272,7 +300,7 @@ LINES: tuple[RuleLine, ...] = (
     _line((0, 25, 0), (0, 25, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_25),
     _line((0, 24, 0), (0, 24, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_24),
     _line((0, 23, 0), (0, 23, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_23),
-    _line((0, 22, 0), (0, 22, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_22),
+    _line((0, 22, 0), (0, 22, 99), **dict(_V0_25, tp_comm=TP_COMM_LAZY), v2_default_archs=V2_ARCHS_0_22),
     _line((0, 21, 0), (0, 21, 99), **_V0_21),
     _line((0, 20, 1), (0, 20, 99), **_V0_20_1),
     _line((0, 20, 0), (0, 20, 0, 99), **_V0_20),
