@@ -11,7 +11,7 @@ from typing import Any
 
 from kvcalc.app.settings import INERT, MAX_REQUESTS, TABLE, TRAFFIC_SETTINGS, Settings, check_bounds
 from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
-from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype
+from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype, stage_layout
 from kvcalc.core.memo import Memo
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
@@ -74,6 +74,7 @@ def traffic(model: ModelSpec, s: Settings) -> Traffic:
 
 
 def _traffic(model: ModelSpec, s: Settings) -> Traffic:
+    check_bounds(s, traffic_only=True)  # first: a traffic is cached only for values within their bounds
     given = [n for n, v in (("--tokens", s.tokens), ("--requests", s.requests), ("--prompt", s.prompt)) if v is not None]
     if len(given) > 1:
         raise PlanError(f"give one of {named('tokens')}, {named('requests')}, {named('prompt')}/{named('gen')}, not {' and '.join(given)}")
@@ -257,11 +258,9 @@ def check_settings(model: ModelSpec, s: Settings) -> None:
 
 
 def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:
-    # before anything is built: every size is bounded (kvcalc.app.settings); the settings besides
-    # the traffic are checked once per set of their values (a sweep over the traffic shares them),
-    # the traffic's once per set of its values
-    _bounds_checked.get(_knob_values(s), check_bounds, s)
-    _traffic_checked.get(_traffic_values(s), _check_traffic, s)
+    # before anything is built from them, every size is bounded (kvcalc.app.settings): the settings
+    # besides the traffic when their setup is first derived (_derive), the traffic's when its
+    # requests are first listed (_traffic); a sweep checks each set of values once
     result = _evaluate(model, s, checkpoint)
     over = too_long(result)
     if over:  # the warning first, then the notes (the flag notes last)
@@ -274,11 +273,16 @@ def _evaluate(model: ModelSpec, s: Settings, checkpoint: dict | None) -> SizeRes
     if s.encoder_tokens is not None:
         from kvcalc.sources.config import with_encoder_tokens
 
+        _bounds_checked.get(_knob_values(s), check_bounds, s)  # before the model is rebuilt with it
+
         if not model.encoder_decoder:
             raise PlanError(f"{named('encoder_tokens')} applies to encoder-decoder models; {model.name} is decoder-only")
         model = with_encoder_tokens(model, _positive(s.encoder_tokens, named("encoder_tokens")))
     setup = _setup(model, s)
-    fp = footprint(model, setup.plan, setup.cache, traffic(model, s))
+    layout = setup.layout
+    if layout is None:
+        layout = setup.layout = stage_layout(model, setup.plan, setup.cache)
+    fp = footprint(model, setup.plan, setup.cache, traffic(model, s), layout)
     if setup.engine == "sglang":
         result = _evaluate_sglang(model, s, setup.plan, setup.cache, setup.max_model_len, setup.version, fp,
                                   [*model.notes, *setup.notes], checkpoint)
@@ -345,7 +349,7 @@ class _Setup:
     """What ``evaluate`` derives from a model and every setting but the traffic, and the
     pool for each checkpoint (budget_inputs reads its "bytes" and "source" only)."""
 
-    __slots__ = ("version", "rules", "max_model_len", "cache", "plan", "notes", "engine", "pools")
+    __slots__ = ("version", "rules", "max_model_len", "cache", "plan", "notes", "engine", "pools", "layout")
 
     def __init__(
         self, version: str, rules: tuple[RuleLine, str], mml: int, cache: CacheSettings, plan: ParallelPlan,
@@ -354,6 +358,7 @@ class _Setup:
         self.version, self.rules, self.max_model_len, self.cache, self.plan, self.notes = version, rules, mml, cache, plan, notes
         self.engine = engine
         self.pools: dict[Any, Any] = {}
+        self.layout: Any = None  # kvcalc.core.footprint.stage_layout, made on first use
 
 
 _setups: Memo[_Setup] = Memo(2048)
@@ -361,13 +366,7 @@ _knobs: list[Any] = []  # attrgetter of every setting but the traffic, made on f
 _KNOBS = "__knobs__"  # where a Settings keeps its non-traffic values once read (never compared or copied)
 
 
-_bounds_checked: Memo[None] = Memo(4096)  # the non-traffic values whose bounds hold
-_traffic_checked: Memo[None] = Memo(4096)  # the traffic values whose bounds hold
-_traffic_values = attrgetter(*TRAFFIC_SETTINGS)
-
-
-def _check_traffic(s: Settings) -> None:
-    check_bounds(s, traffic_only=True)
+_bounds_checked: Memo[None] = Memo(4096)  # the non-traffic values whose bounds hold (the encoder path)
 
 
 def _knob_values(s: Settings) -> tuple:
@@ -389,6 +388,7 @@ def _setup(model: ModelSpec, s: Settings) -> _Setup:
 
 
 def _derive(model: ModelSpec, s: Settings) -> _Setup:
+    check_bounds(s)  # first: a setup is cached only for values within their bounds
     check_flags(s)
     version = check_version(s)
     engine = "vllm"

@@ -249,6 +249,14 @@ class Measures:
 def measure_grouped(grouped: Iterable[tuple[CacheSpec, int]], lengths: tuple[tuple[int, int], ...]) -> Measures:
     """The measures of ``count`` layers of each spec for requests of the given lengths."""
     eff = rounded = state = live = 0
+    if len(lengths) == 1:  # a batch of one length (most traffic): the same sums, unrolled once
+        ((t, n),) = lengths
+        for spec, count in grouped:
+            if spec.state_bytes and t:
+                state += spec.state_bytes * n * count
+            eff += spec.effective_bytes(t) * n * count
+            rounded += spec.block_rounded_bytes(t) * n * count
+        return Measures(eff, rounded, rounded - eff, state)  # type: ignore[call-arg]
     for t, n in lengths:
         if t:
             live += n
@@ -369,29 +377,38 @@ def _rank_layout(plan: ParallelPlan, stages: tuple[StageSpecs, ...]) -> tuple[tu
 _LAYOUTS: Memo[tuple[tuple[StageSpecs, ...], StageSpecs, tuple[int, ...]]] = Memo(1024)
 
 
-def footprint(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, traffic: Traffic) -> Footprint:
-    stages, whole, same = _LAYOUTS.get(
+def stage_layout(model: ModelSpec, plan: ParallelPlan, cache: CacheSettings) -> tuple:
+    """The per-stage specs ``footprint`` measures (kept per model, plan and cache objects): a
+    caller that keeps it (a sweep's setup) passes it back as ``layout``."""
+    return _LAYOUTS.get(
         (id(model), plan.tp, plan.pp, plan.pp_layers, id(cache)),
         _layout, model, plan.tp, plan.pp, plan.pp_layers, cache,
         keep=(model, cache),
     )
+
+
+def footprint(
+    model: ModelSpec, plan: ParallelPlan, cache: CacheSettings, traffic: Traffic, layout: tuple | None = None
+) -> Footprint:
+    stages, whole, same = layout or stage_layout(model, plan, cache)
     lengths = traffic.lengths
-    stage_measures: list[Measures] = []  # stages holding equal specs (PP halves) measured once
-    for i, st in enumerate(stages):
-        j = same[i]
-        stage_measures.append(stage_measures[j] if j < i else measure_grouped(st.grouped, lengths))
+    if len(stages) == 1:
+        measures: tuple[Measures, ...] = (measure_grouped(stages[0].grouped, lengths),)
+    else:
+        found: list[Measures] = []  # stages holding equal specs (PP halves) measured once
+        for i, st in enumerate(stages):
+            j = same[i]
+            found.append(found[j] if j < i else measure_grouped(st.grouped, lengths))
+        measures = tuple(found)
     j = same[-1]
-    logical = stage_measures[j] if j >= 0 else measure_grouped(whole.grouped, lengths)
+    logical = measures[j] if j >= 0 else measure_grouped(whole.grouped, lengths)
     bs = cache.block_size
-    return Footprint(
-        model=model,
-        plan=plan,
-        cache=cache,
-        traffic=traffic,
-        stages=stages,
-        stage_measures=tuple(stage_measures),
-        logical=logical,
-        bytes_per_token=whole.bytes_per_token,
-        state_bytes_per_request=whole.state_bytes_per_request,
-        allocated_tokens=sum([-(-t // bs) * bs * n for t, n in lengths]),
-    )
+    if len(lengths) == 1:
+        ((t, n),) = lengths
+        allocated = -(-t // bs) * bs * n
+    else:
+        allocated = sum([-(-t // bs) * bs * n for t, n in lengths])
+    # positional, in field order: model, plan, cache, traffic, stages, stage_measures, logical,
+    # bytes_per_token, state_bytes_per_request, allocated_tokens
+    return Footprint(model, plan, cache, traffic, stages, measures, logical,  # type: ignore[call-arg]
+                     whole.bytes_per_token, whole.state_bytes_per_request, allocated)
