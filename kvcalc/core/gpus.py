@@ -72,6 +72,15 @@ CATALOG: tuple[Gpu, ...] = (
     Gpu("RTX-3090", _gib(23.58), "vLLM log 'Memory profiling results: total_gpu_memory=23.58GiB' on RTX 3090 "
         "(github.com/vllm-project/vllm/issues/10517; 2023 torch OOM lines print 23.70, a 2026 one 23.54)",
         ("3090", "RTX3090"), True, sm=86, sms=82),
+    Gpu("RTX-A6000", _gib(47.53), "torch OOM '(GPU 0; 47.53 GiB total capacity; ...)' on an RTX A6000 "
+        "(github.com/allenai/open-instruct/issues/163); nvidia-smi 49140MiB (ECC off, the card's default)",
+        ("A6000", "RTXA6000"), True, sm=86, sms=84),
+    Gpu("RTX-6000-Ada", _gib(44.43), _oom("44.43", "github.com/DINGYANB/MTVCrafter/issues/21")
+        + " on an RTX 6000 Ada with ECC on (nvidia-smi 46068MiB); with ECC off the card shows 49140MiB and CUDA "
+        "~3 GiB more (no citable line found): pass --gpu-memory then",
+        ("RTX6000-ADA", "RTX-6000-Ada-Generation", "6000-Ada"), True, sm=89),
+    Gpu("RTX-3060", _gib(11.75), "torch OOM '(GPU 0; 11.75 GiB total capacity; ...)' on an RTX 3060 12GB "
+        "(github.com/Kunhao-Liu/StyleGaussian/issues/12)", ("3060", "RTX3060", "RTX-3060-12GB"), True, sm=86, sms=28),
     Gpu("MI300X", 192 * GIB, "AMD specification: 192 GB HBM3 (binary GiB as ROCm reports it)", (), sms=304),
     Gpu("MI325X", 256 * GIB, "AMD specification: 256 GB HBM3E (binary GiB as ROCm reports it)", (), sms=304),
 )
