@@ -217,7 +217,7 @@ class Traffic:
             counts[t] = counts.get(t, 0) + 1
         self.__dict__["lengths"] = tuple(counts.items())  # what ``lengths`` would compute
 
-    @property
+    @cached_property
     def tokens(self) -> int:
         return sum(self.requests)
 
@@ -325,23 +325,30 @@ class Footprint:
         up to ``state_bytes_per_request``); the measures come from the stage's ``stage_measures``."""
         return rank_layout(self.plan, self.stages)
 
+    # (one stage, the common case, read directly: a sweep's payload asks for each of these per row)
     @property
     def bytes_per_token_per_rank(self) -> int:
-        return max((st.bytes_per_token for st in self.stages), default=0)
+        st = self.stages
+        return st[0].bytes_per_token if len(st) == 1 else max((s.bytes_per_token for s in st), default=0)
 
     @property
     def effective_bytes_per_rank(self) -> int:
-        return max((m.effective_bytes for m in self.stage_measures), default=0)
+        ms = self.stage_measures
+        return ms[0].effective_bytes if len(ms) == 1 else max((m.effective_bytes for m in ms), default=0)
 
     @property
     def block_rounded_bytes_per_rank(self) -> int:
-        return max((m.block_rounded_bytes for m in self.stage_measures), default=0)
+        ms = self.stage_measures
+        return ms[0].block_rounded_bytes if len(ms) == 1 else max((m.block_rounded_bytes for m in ms), default=0)
 
     def replica_total(self, attr: str) -> int:
         """Sum over the ranks of one DP replica, TP replicas included: each of a stage's TP
         ranks holds the stage's measures, so a measure sums as TP x its stages' figures."""
         if attr in _MEASURED:
-            return self.plan.tp * sum(getattr(m, attr) for m in self.stage_measures)
+            ms = self.stage_measures
+            if len(ms) == 1:
+                return self.plan.tp * getattr(ms[0], attr)  # type: ignore[no-any-return]
+            return self.plan.tp * sum(getattr(m, attr) for m in ms)
         return sum(getattr(r, attr) for r in self.ranks if r.dp_rank == 0)
 
     def deployment_total(self, attr: str) -> int:

@@ -54,10 +54,10 @@ _MODELS: Memo[dict[str, Any]] = Memo(256)
 
 
 def _model_payload(m: ModelSpec, cache: CacheSettings) -> dict[str, Any]:
-    """The ``model`` object: one dict per model (by identity: no deep compare of its layers) and
-    cache settings, shared by a sweep's rows (read, never changed, by its callers; ``to_json``
-    encodes a shared object once)."""
-    return _MODELS.get((id(m), cache), _new_model_payload, m, cache, keep=m)
+    """The ``model`` object: one dict per model and cache settings objects (by identity: no deep
+    compare of the model's layers), shared by a sweep's rows (read, never changed, by its
+    callers; ``to_json`` encodes a shared object once)."""
+    return _MODELS.get((id(m), id(cache)), _new_model_payload, m, cache, keep=(m, cache))
 
 
 def _new_model_payload(m: ModelSpec, cache: CacheSettings) -> dict[str, Any]:
@@ -96,6 +96,19 @@ def _rank_dicts(layout: tuple[tuple[int, tuple], ...]) -> list[tuple[int, dict[s
     return [(pp, dict(zip(_RANK_KEYS, (*f[:6], list(f[6]), *f[7:])))) for pp, f in layout]
 
 
+_PARALLEL: Memo[dict[str, Any]] = Memo(256)  # the ``parallel`` object per plan and stages: shared by a sweep's rows
+
+
+def _parallel(fp: Footprint) -> dict[str, Any]:
+    return {
+        "tp": fp.plan.tp,
+        "pp": fp.plan.pp,
+        "dp": fp.plan.dp,
+        "world_size": fp.plan.world_size,
+        "pp_layers": [s.layers[1] - s.layers[0] for s in fp.stages],
+    }
+
+
 _REQUESTS: Memo[list[int]] = Memo(256)
 
 
@@ -116,13 +129,7 @@ def size_payload(r: SizeResult) -> dict[str, Any]:
         "kv_bytes_per_element": fp.cache.kv_dtype.bytes,
         "block_size": fp.cache.block_size,
         "max_model_len": r.max_model_len,
-        "parallel": {
-            "tp": fp.plan.tp,
-            "pp": fp.plan.pp,
-            "dp": fp.plan.dp,
-            "world_size": fp.plan.world_size,
-            "pp_layers": [s.layers[1] - s.layers[0] for s in fp.stages],
-        },
+        "parallel": _PARALLEL.get((id(fp.plan), id(fp.stages)), _parallel, fp, keep=(fp.plan, fp.stages)),
         "bytes_per_token": fp.bytes_per_token,
         "state_bytes_per_request": fp.state_bytes_per_request,
         "bytes_per_token_per_rank": fp.bytes_per_token_per_rank,
