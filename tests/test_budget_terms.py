@@ -284,3 +284,27 @@ def test_model_runner_v2_default_architectures_0_22_to_0_25() -> None:
     assert graphs[0] > 0 and graphs[1] == graphs[2] == 0 and graphs[3] > 0
     # the logged figure (tests/data/vllm-budget/thunderagent-qwen3-8b-rtx4090-u0.92-0.24.0.log): 6.03 GiB
     assert v24["available"] / GIB == pytest.approx(6.03, abs=0.25)
+
+
+def test_model_runner_v2_dummy_sampler_0_29_to_0_32_keeps_the_logits_in_the_model_dtype() -> None:
+    # V2 for every architecture from 0.29 (vllm==0.29.0: config/vllm.py:645-677). _dummy_sampler_run builds
+    # InputBatch.make_dummy and calls the sampler with no request added (v1/worker/gpu/model_runner.py:832-843), so
+    # needs_logits_processing stays all False (np.zeros, sample/sampler.py:61) and apply_sampling_params returns the
+    # bf16 logits without the fp32 copy (:218-219; 0.31.0 :235-236); top_k/top_p are None (initial top_k = vocab,
+    # top_p = 1.0: sample/states.py:32-34), so FlashInfer and top-k/top-p are skipped and gumbel_sample runs on the
+    # logits, allocating rows x cdiv(vocab, 1024) int64 argmax + fp32 max (gumbel.py:275-279).
+    # Hand count, Qwen3-14B (hidden 5120, intermediate 17408, vocab 151936), 1024 batched tokens, 1024 seqs:
+    #   retained hidden states 1024 x 5120 x 2 B = 10,485,760; logits 1024 x 151936 x 2 B = 311,164,928;
+    #   Gumbel tables 1024 x 149 x (8 + 4) B = 1,830,912 -> 323,481,600
+    #   (the forward, 1024 x (3 x 17408 + 2 x 5120) x 2 B = 127,926,272, is lower)
+    qwen = resolve(str(Path(__file__).parent / "data" / "vllm-budget" / "configs" / "qwen3-14b.json")).spec
+    s = Settings().with_(gpu="L40S", max_model_len=40960, max_num_batched_tokens=1024, max_num_seqs=1024)
+    for v in ("0.29.0", "0.31.0", "0.32.0"):
+        assert predict(qwen, s.with_(vllm_version=v))[0]["torch_peak"] == 10_485_760 + 311_164_928 + 1_830_912, v
+    # 0.33 adds a "warmup params" pass with the fp32 pipeline (vllm==0.33.0: v1/worker/gpu/model_runner.py:1008-1014):
+    # kvcalc keeps its 10 B per element there, 1024 x 151936 x 10 + 10,485,760
+    assert predict(qwen, s.with_(vllm_version="0.33.0"))[0]["torch_peak"] == 1_555_824_640 + 10_485_760
+    # with the serve defaults on an L40S (2048 tokens, 256 seqs) the forward is the peak:
+    # 2048 x (3 x 17408 + 2 x 5120) x 2 B = 255,852,544
+    default = Settings().with_(gpu="L40S", max_model_len=40960, vllm_version="0.29.0")
+    assert predict(qwen, default)[0]["torch_peak"] == 255_852_544

@@ -24,6 +24,7 @@ from kvcalc.core.budget_rules import (
     runner_v2,
     sampler_bytes_per_element,
     topk_sm_buffer,
+    v2_gumbel_tables,
 )
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.engine import default_max_num_batched_tokens, max_concurrent_batches
@@ -33,7 +34,7 @@ from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
 from kvcalc.core.units import figure, format_bytes, parse_size
-from kvcalc.core.vllm_rules import RuleLine, rules_for
+from kvcalc.core.vllm_rules import SAMPLER_V2_DUMMY, RuleLine, rules_for
 from kvcalc.core.weights import QUANTIZATIONS, arch_int, estimate_weights
 from kvcalc.errors import PlanError, named
 
@@ -197,7 +198,12 @@ def _activation(
         path = f"model runner V2 (vLLM {line.label} default for {v2}): logits + fp32 copy, no top-k/top-p in the dummy run"
     rows = min(mnbt, seqs[0])
     kept, kept_how = _moe_kept(s, model, shapes, plan, mnbt, line)
-    scratch, scratch_how = (0, "") if v2 and s.sampler in (None, "auto") else _topk_scratch(s, line, rows, shapes.vocab)
+    if v2 and s.sampler in (None, "auto"):
+        scratch, scratch_how = 0, ""
+    elif line.sampler_path == SAMPLER_V2_DUMMY and s.sampler in (None, "auto"):
+        scratch, scratch_how = v2_gumbel_tables(rows, shapes.vocab)
+    else:
+        scratch, scratch_how = _topk_scratch(s, line, rows, shapes.vocab)
     peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch)
     notes = "".join(f"; {x}" for x in (kept_how, scratch_how) if x)
     return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]}){notes}"

@@ -75,6 +75,11 @@ DEFAULT_SM_COUNT = 132
 # (row x vocab) element is the bf16 logits (2 B, held by _dummy_sampler_run: v1/worker/gpu/model_runner.py:633-644)
 # + their fp32 copy (4 B, sample/sampler.py:157); gumbel_sample's buffers are rows x blocks (gumbel.py)
 V2_DUMMY_SAMPLER_BYTES = 6
+# model runner V2's Gumbel sampler (0.29-0.32 dummy run, RuleLine.sampler_path SAMPLER_V2_DUMMY): one program per
+# (row, 1024-wide vocab block) writes an int64 argmax and an fp32 max per block (vllm==0.29.0: v1/worker/gpu/sample/
+# gumbel.py:275-279; the same in 0.30.0 :275-279, 0.31.0 :350-354, 0.32.0 :376-380); use_fp64_gumbel is off by default
+V2_GUMBEL_BLOCK = 1024
+V2_GUMBEL_BYTES = 8 + 4
 
 
 def runner_v2(line: RuleLine, architectures: object) -> str:
@@ -164,6 +169,14 @@ def topk_sm_buffer(rows: int, vocab: int, sms: int) -> tuple[int, str]:
     return total, f"Triton top-k/top-p buffer min(next_pow2({programs}), {sms} SMs) = {size} x vocab {vocab} x 4 B = {figure(total)}"
 
 
+def v2_gumbel_tables(rows: int, vocab: int) -> tuple[int, str]:
+    """The Gumbel kernel's per-block argmax (int64) and max (fp32) tables over ``rows`` logits rows:
+    rows x cdiv(vocab, 1024) x 12 B (vllm==0.29.0: v1/worker/gpu/sample/gumbel.py:275-279)."""
+    blocks = -(-vocab // V2_GUMBEL_BLOCK)
+    total = rows * blocks * V2_GUMBEL_BYTES
+    return total, f"Gumbel tables {rows} rows x {blocks} blocks x {V2_GUMBEL_BYTES} B = {figure(total)}"
+
+
 def forward_per_token(s: Shapes, tp: int) -> tuple[int, str]:
     """Largest live intermediates of one decoder layer per token on one rank, plus the
     residual and hidden states (2 x hidden)."""
@@ -211,7 +224,8 @@ def profile_peak(
     """torch peak increase of profile_run: max(forward, kept + retained hidden states + sampler).
     ``kept``: what the forward leaves allocated under the sampler run (the fused-MoE workspace);
     the forward's own MoE width already counts it. ``scratch``: the sampler's cached Triton
-    top-k/top-p buffer (topk_sm_buffer), live at the sampler's peak (probs + q)."""
+    top-k/top-p buffer (topk_sm_buffer), live at the sampler's peak (probs + q), or model runner
+    V2's Gumbel tables (v2_gumbel_tables), live beside the logits."""
     per_token, which = forward_per_token(s, tp)
     forward = mnbt * per_token
     retained = mnbt * s.hidden * s.dtype_bytes
@@ -221,7 +235,7 @@ def profile_peak(
     return kept + retained + sampler + scratch, (
         f"dummy sampler: {rows} seqs x vocab {s.vocab} x {bpe} B = {figure(sampler)} "
         f"+ {mnbt} retained hidden states" + (f" + fused-MoE workspace {figure(kept)}" if kept else "")
-        + (f" + Triton top-k/top-p buffer {figure(scratch)}" if scratch else "")
+        + (f" + sampler scratch {figure(scratch)} (Triton top-k/top-p buffer or V2 Gumbel tables)" if scratch else "")
         + f" (forward {figure(forward)} is lower)"
     )
 

@@ -62,6 +62,10 @@ SAMPLER_NATIVE_OR_FI = "native sort, or FlashInfer when installed"  # 0.8.0-0.11
 SAMPLER_NATIVE = "native sort (FlashInfer opt-in)"  # 0.12.0-0.16.x (vllm==0.12.0: ops/topk_topp_sampler.py:35)
 SAMPLER_TRITON = "Triton top-k/top-p, in place"  # 0.17.0- V1 runner (vllm==0.20.0: ops/topk_topp_sampler.py:251)
 SAMPLER_V2 = "model runner V2: fp32 copy + fused Gumbel"  # V2 runner default on CUDA (vllm==0.33.0: v1/worker/gpu/sample/sampler.py:242)
+# 0.29-0.32, V2 for every architecture: the dummy requests register no sampling params, so apply_sampling_params
+# returns the logits untouched (no fp32 copy) and top-k/top-p is skipped; only the Gumbel kernel's per-block tables
+# follow (vllm==0.29.0: v1/worker/gpu/sample/sampler.py:218-219, :296-323; gumbel.py:275-279; 0.31.0: sampler.py:235-236)
+SAMPLER_V2_DUMMY = "model runner V2: logits in the model dtype, no per-request processing, Gumbel argmax"
 
 # architectures that default to model runner V2 before it is the default for all (0.29.0): DEFAULT_V2_MODEL_RUNNER_
 # ARCHITECTURES, config/vllm.py (vllm==0.22.0: :69; 0.23.0: :69-75; 0.24.0: :68-77; 0.25.0: :68-74); none in 0.21.0
@@ -247,7 +251,10 @@ def _line(first: Release, last: Release, **changes: object) -> RuleLine:
 
 
 # Newest first; each line states how it differs from the current one (0.33).
-_V0_22 = dict(batch_defaults=BATCH_160GIB, log=LOG_COMBINED, float_kv_mismatch=False)
+# the 0.29-0.32 dummy sampler: SAMPLER_V2_DUMMY, 2 B per (row x vocab) element (bf16 logits); 0.33 adds a second,
+# "warmup params" pass with the fp32 pipeline (vllm==0.33.0: v1/worker/gpu/model_runner.py:1008-1014), kept at 10
+_V2_DUMMY = dict(sampler_path=SAMPLER_V2_DUMMY, sampler_bytes=2)
+_V0_22 = dict(batch_defaults=BATCH_160GIB, log=LOG_COMBINED, float_kv_mismatch=False, **_V2_DUMMY)
 # model runner V2 is the CUDA default from 0.29.0 (vllm==0.29.0: config/vllm.py:645-677); before, V1 for most models
 _V0_28 = dict(_V0_22, fit_check=FIT_GROUPS, sampler_path=SAMPLER_TRITON, sampler_bytes=14)
 _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BATCH_70GIB_NO_A100)
@@ -292,7 +299,7 @@ _V0_8_1 = dict(_V0_8_2, fit_check=FIT_MIN_ALL)
 
 LINES: tuple[RuleLine, ...] = (
     _line((0, 33, 0), OPEN),
-    _line((0, 30, 0), (0, 32, 99), batch_defaults=BATCH_160GIB, float_kv_mismatch=False),
+    _line((0, 30, 0), (0, 32, 99), batch_defaults=BATCH_160GIB, float_kv_mismatch=False, **_V2_DUMMY),
     _line((0, 29, 0), (0, 29, 99), **_V0_22),
     _line((0, 28, 0), (0, 28, 99), **_V0_28),
     _line((0, 27, 0), (0, 27, 99), **_V0_27),
