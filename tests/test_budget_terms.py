@@ -258,9 +258,13 @@ def test_0_20_1_keeps_the_triton_topk_buffer_that_0_21_0_drops() -> None:
     assert _budget(vllm_version="0.20.1", **kw)["torch_peak"] == 1_905_786_880 + 67_719_168
     assert _budget(vllm_version="0.20.0", **kw)["torch_peak"] == 1_905_786_880 + 67_719_168
     assert rules_for("0.20.2")[0].topk_sm_buffer and not rules_for("0.21.0")[0].topk_sm_buffer
-    # the two lines differ in nothing else
+    # the two lines differ in nothing else but the path's name (same 14 B per element: FlashInfer's
+    # top-k/top-p and the Triton kernel both hold bf16 logits, an fp32 copy, masked logits and probs)
     a, b = rules_for("0.20.1")[0], rules_for("0.21.0")[0]
-    assert [k for k in a.__dataclass_fields__ if getattr(a, k) != getattr(b, k)] == ["first", "last", "topk_sm_buffer"]
+    assert [k for k in a.__dataclass_fields__ if getattr(a, k) != getattr(b, k)] == [
+        "first", "last", "sampler_path", "topk_sm_buffer"
+    ]
+    assert "Triton" in a.sampler_path and "FlashInfer" in b.sampler_path and a.sampler_bytes == b.sampler_bytes == 14
 
 
 def test_model_runner_v2_default_architectures_0_22_to_0_25() -> None:

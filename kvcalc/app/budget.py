@@ -198,13 +198,15 @@ def _activation(
         path = f"model runner V2 (vLLM {line.label} default for {v2}): logits + fp32 copy, no top-k/top-p in the dummy run"
     rows = min(mnbt, seqs[0])
     kept, kept_how = _moe_kept(s, model, shapes, plan, mnbt, line)
+    scratch_name = "Triton top-k/top-p buffer"
     if v2 and s.sampler in (None, "auto"):
         scratch, scratch_how = 0, ""
     elif line.sampler_path == SAMPLER_V2_DUMMY and s.sampler in (None, "auto"):
         scratch, scratch_how = v2_gumbel_tables(rows, shapes.vocab)
+        scratch_name = "V2 Gumbel tables"
     else:
         scratch, scratch_how = _topk_scratch(s, line, rows, shapes.vocab)
-    peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch)
+    peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch, scratch_name)
     notes = "".join(f"; {x}" for x in (kept_how, scratch_how) if x)
     return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]}){notes}"
 

@@ -219,7 +219,8 @@ def moe_workspace(s: Shapes, tp: int, mnbt: int, line: RuleLine) -> tuple[int, s
 
 
 def profile_peak(
-    s: Shapes, tp: int, mnbt: int, rows: int, bpe: int, kept: int = 0, scratch: int = 0
+    s: Shapes, tp: int, mnbt: int, rows: int, bpe: int, kept: int = 0, scratch: int = 0,
+    scratch_name: str = "sampler scratch",
 ) -> tuple[int, str]:
     """torch peak increase of profile_run: max(forward, kept + retained hidden states + sampler).
     ``kept``: what the forward leaves allocated under the sampler run (the fused-MoE workspace);
@@ -235,7 +236,7 @@ def profile_peak(
     return kept + retained + sampler + scratch, (
         f"dummy sampler: {rows} seqs x vocab {s.vocab} x {bpe} B = {figure(sampler)} "
         f"+ {mnbt} retained hidden states" + (f" + fused-MoE workspace {figure(kept)}" if kept else "")
-        + (f" + sampler scratch {figure(scratch)} (Triton top-k/top-p buffer or V2 Gumbel tables)" if scratch else "")
+        + (f" + {scratch_name} {figure(scratch)}" if scratch else "")
         + f" (forward {figure(forward)} is lower)"
     )
 

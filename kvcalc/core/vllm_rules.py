@@ -60,7 +60,10 @@ BATCH_160GIB_NO_GB10 = BATCH_160GIB + "; GB10 in the lowest tier"  # 0.33.0-
 # the dummy sampler's top-k/top-p path in the profile run (docs/vllm-budget.md section 3)
 SAMPLER_NATIVE_OR_FI = "native sort, or FlashInfer when installed"  # 0.8.0-0.11.x (VLLM_USE_FLASHINFER_SAMPLER None = on)
 SAMPLER_NATIVE = "native sort (FlashInfer opt-in)"  # 0.12.0-0.16.x (vllm==0.12.0: ops/topk_topp_sampler.py:35)
-SAMPLER_TRITON = "Triton top-k/top-p, in place"  # 0.17.0- V1 runner (vllm==0.20.0: ops/topk_topp_sampler.py:251)
+SAMPLER_TRITON = "Triton top-k/top-p, in place"  # 0.17.0-0.20.x V1 runner (vllm==0.20.0: ops/topk_topp_sampler.py:251)
+# 0.21.0 turns VLLM_USE_FLASHINFER_SAMPLER on by default (vllm==0.21.0: envs.py:726-730): the V1 runner's dummy
+# sampler takes FlashInfer's top-k/top-p, FLASHINFER_SAMPLER_BYTES per element as before 0.12 (docs/vllm-budget.md 3)
+SAMPLER_FLASHINFER = "FlashInfer top-k/top-p (VLLM_USE_FLASHINFER_SAMPLER on by default)"  # 0.21.0-0.28.x V1 runner
 SAMPLER_V2 = "model runner V2: fp32 copy + fused Gumbel"  # V2 runner default on CUDA (vllm==0.33.0: v1/worker/gpu/sample/sampler.py:242)
 # 0.29-0.32, V2 for every architecture: the dummy requests register no sampling params, so apply_sampling_params
 # returns the logits untouched (no fp32 copy) and top-k/top-p is skipped; only the Gumbel kernel's per-block tables
@@ -256,7 +259,7 @@ def _line(first: Release, last: Release, **changes: object) -> RuleLine:
 _V2_DUMMY = dict(sampler_path=SAMPLER_V2_DUMMY, sampler_bytes=2)
 _V0_22 = dict(batch_defaults=BATCH_160GIB, log=LOG_COMBINED, float_kv_mismatch=False, **_V2_DUMMY)
 # model runner V2 is the CUDA default from 0.29.0 (vllm==0.29.0: config/vllm.py:645-677); before, V1 for most models
-_V0_28 = dict(_V0_22, fit_check=FIT_GROUPS, sampler_path=SAMPLER_TRITON, sampler_bytes=14)
+_V0_28 = dict(_V0_22, fit_check=FIT_GROUPS, sampler_path=SAMPLER_FLASHINFER, sampler_bytes=14)
 _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BATCH_70GIB_NO_A100)
 # "total consumed" (free-memory delta) from 0.27.0 (vllm==0.27.0: utils/mem_utils.py); not in 0.26.0
 _V0_26 = dict(_V0_27, concurrency=CONC_POOLED, mamba_align=MAMBA_BLOCK, free_delta_accounting=False)
@@ -265,7 +268,7 @@ _V0_21 = dict(_V0_25, fit_whose="models's", cpu_clause=False, tp_comm=TP_COMM_LA
 # 0.20.1 keeps 0.20.0's sampler: VLLM_USE_FLASHINFER_SAMPLER defaults to None (vllm==0.20.1: envs.py:717-721),
 # so the dummy sampler (top_p 0.9, top_k vocab - 1: v1/worker/gpu_model_runner.py:5646-5647) takes the Triton
 # kernel for >= 8 rows (v1/sample/ops/topk_topp_sampler.py:251) and caches its buffer (topk_topp_triton.py:1015-1019)
-_V0_20_1 = dict(_V0_21, topk_sm_buffer=True)
+_V0_20_1 = dict(_V0_21, sampler_path=SAMPLER_TRITON, topk_sm_buffer=True)
 # 0.20.0's torch pin was not read (no wheel in the index): its NCCL is taken as 0.19's 2.27.5
 _V0_20 = dict(_V0_20_1, tokens=TOKENS_PER_GROUP_MIN_BS, nvls_min_gpus=3)
 _V0_19 = dict(_V0_20, default_utilization=0.9, cudagraphs_subtracted=False, mamba_align=MAMBA_16)
