@@ -312,3 +312,31 @@ def test_model_runner_v2_dummy_sampler_0_29_to_0_32_keeps_the_logits_in_the_mode
     # 2048 x (3 x 17408 + 2 x 5120) x 2 B = 255,852,544
     default = Settings().with_(gpu="L40S", max_model_len=40960, vllm_version="0.29.0")
     assert predict(qwen, default)[0]["torch_peak"] == 255_852_544
+
+
+def test_pp_receive_buffers_charged_on_every_stage_but_the_first_with_the_v1_runner() -> None:
+    # vllm==0.19.0: v1/worker/gpu_model_runner.py:5437-5451, a rank other than the first creates
+    # self.intermediate_tensors in the profile run's _dummy_run: torch.zeros (max_num_tokens, hidden)
+    # for "hidden_states" and "residual" (models/llama.py:393-395, models/utils.py:694-705).
+    # Hand count, Llama-3.1-8B bf16 on H100, 8192 batched tokens, 1024 seqs (0.19.0 defaults):
+    #   receive buffers 2 x 8192 x 4096 x 2 B = 134,217,728
+    #   forward 8192 x (3 x 14336 + 2 x 4096) x 2 B = 838,860,800
+    #   sampler side: 1024 x 128256 x 14 B = 1,838,678,016 + retained 8192 x 4096 x 2 B = 67,108,864
+    #     + Triton top-k/top-p buffer 132 x 128256 x 4 B = 67,719,168 -> 1,973,506,048
+    def peak(version: str, pp: int, stage: int) -> int:
+        s = Settings().with_(gpu="H100-80GB", vllm_version=version, max_model_len=8192, pp=pp)
+        return predict(resolve("llama-3.1-8b").spec, s, stage=stage)[0]["torch_peak"]
+
+    bufs = 2 * 8192 * 4096 * 2
+    forward = 8192 * (3 * 14336 + 2 * 4096) * 2
+    sampler_side = 1024 * 128256 * 14 + 8192 * 4096 * 2 + 132 * 128256 * 4
+    assert peak("0.19.0", 1, 0) == sampler_side
+    assert peak("0.19.0", 2, 0) == forward  # the first rank receives nothing
+    assert peak("0.19.0", 2, 1) == sampler_side + bufs  # the log: 2.01 GiB (PP 1: 1.89)
+    assert peak("0.19.0", 4, 0) == forward
+    assert peak("0.19.0", 4, 1) == peak("0.19.0", 4, 2) == forward + bufs
+    assert peak("0.19.0", 4, 3) == sampler_side + bufs
+    # model runner V2 (0.29+) creates them in load_model, before the profiling window
+    # (vllm==0.29.0: v1/worker/gpu/model_runner.py:480-489): charged nowhere
+    assert peak("0.29.0", 2, 1) == peak("0.29.0", 1, 0)
+    assert peak("0.29.0", 4, 1) == peak("0.29.0", 4, 0) == forward

@@ -10,6 +10,7 @@ from typing import Any
 from kvcalc.app.settings import Settings
 from kvcalc.core.budget_rules import (
     DEFAULT_SM_COUNT,
+    PP_INTERMEDIATE_KEYS,
     SAMPLERS,
     V2_DUMMY_SAMPLER_BYTES,
     Shapes,
@@ -20,6 +21,7 @@ from kvcalc.core.budget_rules import (
     moe_workspace,
     mxfp4_marlin,
     non_torch,
+    pp_intermediate_buffers,
     profile_peak,
     runner_v2,
     sampler_bytes_per_element,
@@ -180,19 +182,22 @@ def _max_num_seqs(s: Settings, line: RuleLine, total: int | None, gpu_name: str 
 
 def _activation(
     s: Settings, line: RuleLine, model: ModelSpec, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: tuple[int, str],
-    last_stage: bool,
+    stage: int,
 ) -> tuple[int, str]:
-    """torch peak increase of vLLM's profile_run on one GPU of a stage."""
+    """torch peak increase of vLLM's profile_run on one GPU of PP stage ``stage``."""
     act = _size(s.activation_bytes, named("activation_bytes"))
     if act is not None:
         return act, "--activation-bytes"
     if s.sampler is not None and s.sampler not in SAMPLERS:
         raise PlanError(f"{named('sampler')} {s.sampler!r} is not known; valid: {', '.join(SAMPLERS)}")
-    if not last_stage:  # the dummy sampler runs on the last PP rank only
-        per_token, which = forward_per_token(shapes, plan.tp)
-        return mnbt * per_token, f"estimate: forward over {mnbt} tokens ({which}); the sampler runs on the last PP stage"
-    bpe, path = sampler_bytes_per_element(line, s.sampler, shapes.dtype_bytes)
     v2 = runner_v2(line, model.arch.get("architectures"))
+    resident, resident_how = _pp_buffers(line, shapes, mnbt, stage, bool(v2))
+    if stage < plan.pp - 1:  # the dummy sampler runs on the last PP rank only
+        per_token, which = forward_per_token(shapes, plan.tp)
+        return mnbt * per_token + resident, (
+            f"estimate: forward over {mnbt} tokens ({which}){resident_how}; the sampler runs on the last PP stage"
+        )
+    bpe, path = sampler_bytes_per_element(line, s.sampler, shapes.dtype_bytes)
     if v2 and s.sampler in (None, "auto"):
         bpe = V2_DUMMY_SAMPLER_BYTES + max(shapes.dtype_bytes - 2, 0)
         path = f"model runner V2 (vLLM {line.label} default for {v2}): logits + fp32 copy, no top-k/top-p in the dummy run"
@@ -206,9 +211,22 @@ def _activation(
         scratch_name = "V2 Gumbel tables"
     else:
         scratch, scratch_how = _topk_scratch(s, line, rows, shapes.vocab)
-    peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch, scratch_name)
+    peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch, scratch_name, resident)
     notes = "".join(f"; {x}" for x in (kept_how, scratch_how) if x)
     return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]}){notes}"
+
+
+def _pp_buffers(line: RuleLine, shapes: Shapes, mnbt: int, stage: int, v2_arch: bool) -> tuple[int, str]:
+    """The PP receive buffers charged to a stage's torch peak (budget_rules.pp_intermediate_buffers):
+    on every stage but the first, with the V1 runner, which creates them in the profile run. Model
+    runner V2 creates them in load_model, after the weights are measured and before the profiling
+    window (vllm==0.29.0: v1/worker/gpu/model_runner.py:480-489; vllm==0.22.0: :319-328): in no term."""
+    if v2_arch or line.sampler_path == SAMPLER_V2_DUMMY:
+        return 0, ""
+    if stage == 0:
+        return 0, "; the first PP rank allocates no receive buffers"
+    buf = pp_intermediate_buffers(shapes, mnbt)
+    return buf, f" + PP receive buffers {PP_INTERMEDIATE_KEYS} x {mnbt} x hidden {shapes.hidden} x {shapes.dtype_bytes} B = {figure(buf)}"
 
 
 def _topk_scratch(s: Settings, line: RuleLine, rows: int, vocab: int) -> tuple[int, str]:
@@ -370,7 +388,7 @@ def budget_inputs(
                 f"use ({format_bytes(requested)} = {util} x {format_bytes(total)}); use more GPUs ({named('tp')}/{named('pp')}), a larger GPU "
                 f"or a higher {named('gpu_memory_utilization')}"
             )
-        act, act_src = _activation(s, line, model, shapes, plan, mnbt, seqs, stage == len(weights) - 1)
+        act, act_src = _activation(s, line, model, shapes, plan, mnbt, seqs, stage)
         kv = requested - w - act - over - graph
         available.append(kv)
         acts.append(act)

@@ -218,25 +218,43 @@ def moe_workspace(s: Shapes, tp: int, mnbt: int, line: RuleLine) -> tuple[int, s
     )
 
 
+# Tensors of the IntermediateTensors that a PP rank other than the first receives into: "hidden_states"
+# and "residual" (vllm==0.19.0: model_executor/models/llama.py:393-395, the keys most decoder models pass
+# to make_empty_intermediate_tensors_factory, models/utils.py:694-705)
+PP_INTERMEDIATE_KEYS = 2
+
+
+def pp_intermediate_buffers(s: Shapes, mnbt: int) -> int:
+    """The receive buffers of a V1-runner worker on a PP rank other than the first: the profile run's
+    _dummy_run creates them when ``self.intermediate_tensors`` is still None, ``torch.zeros``
+    (max_num_tokens, hidden) per key in the model dtype, and keeps them on the runner
+    (vllm==0.19.0: v1/worker/gpu_model_runner.py:5437-5451; max_num_tokens = max_num_batched_tokens,
+    :437). So they are allocated inside the profiling window and live under the forward and the
+    dummy sampler. The first rank passes intermediate_tensors=None and allocates none."""
+    return PP_INTERMEDIATE_KEYS * mnbt * s.hidden * s.dtype_bytes
+
+
 def profile_peak(
     s: Shapes, tp: int, mnbt: int, rows: int, bpe: int, kept: int = 0, scratch: int = 0,
-    scratch_name: str = "sampler scratch",
+    scratch_name: str = "sampler scratch", resident: int = 0,
 ) -> tuple[int, str]:
     """torch peak increase of profile_run: max(forward, kept + retained hidden states + sampler).
     ``kept``: what the forward leaves allocated under the sampler run (the fused-MoE workspace);
     the forward's own MoE width already counts it. ``scratch``: the sampler's cached Triton
     top-k/top-p buffer (topk_sm_buffer), live at the sampler's peak (probs + q), or model runner
-    V2's Gumbel tables (v2_gumbel_tables), live beside the logits."""
+    V2's Gumbel tables (v2_gumbel_tables), live beside the logits. ``resident``: allocated in the
+    profile run before the forward and live to its end (pp_intermediate_buffers), on both sides."""
     per_token, which = forward_per_token(s, tp)
-    forward = mnbt * per_token
+    forward = mnbt * per_token + resident
     retained = mnbt * s.hidden * s.dtype_bytes
     sampler = sampler_peak(rows, s.vocab, bpe)
-    if forward > kept + retained + sampler + scratch:
-        return forward, f"forward over {mnbt} tokens ({which}) = {figure(forward)} > sampler run"
-    return kept + retained + sampler + scratch, (
+    pp_how = f" + PP receive buffers {figure(resident)}" if resident else ""
+    if forward > kept + retained + sampler + scratch + resident:
+        return forward, f"forward over {mnbt} tokens ({which}) = {figure(forward - resident)}{pp_how} > sampler run"
+    return kept + retained + sampler + scratch + resident, (
         f"dummy sampler: {rows} seqs x vocab {s.vocab} x {bpe} B = {figure(sampler)} "
         f"+ {mnbt} retained hidden states" + (f" + fused-MoE workspace {figure(kept)}" if kept else "")
-        + (f" + {scratch_name} {figure(scratch)}" if scratch else "")
+        + (f" + {scratch_name} {figure(scratch)}" if scratch else "") + pp_how
         + f" (forward {figure(forward)} is lower)"
     )
 
