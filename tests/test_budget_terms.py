@@ -244,6 +244,50 @@ def test_llama_4_scout_weights_per_rank_at_tp4_match_the_vllm_0_19_0_log() -> No
     assert rope_table_bytes(llama, llama.arch, 2)[0] == 131072 * 128 * 2
 
 
+def test_llava_next_mistral_weights_count_the_clip_tower_vllm_0_10_2_builds() -> None:
+    # tests/data/vllm-budget/gh-llava-v1.6-mistral-7b-h100-0.10.2.log: "Model loading took 14.0786 GiB" (TP 1).
+    # Hand count, 2 B per parameter, vllm==0.10.2 model code, config tests/data/vllm-budget/configs/
+    # llava-v1.6-mistral-7b-hf.json (CLIP hidden 1024, intermediate 4096, 16 heads, 24 layers, patch 14, image 336):
+    #   CLIP layers built: vision_feature_layer -2 -> 24 - 2 + 1 = 23 (llava.py:437-448); per layer (clip.py:90-200)
+    #     qkv 1024 x 3072 + 3072, out_proj 1024 x 1024 + 1024, fc1 1024 x 4096 + 4096, fc2 4096 x 1024 + 1024,
+    #     two LayerNorms 4 x 1024 -> 12,596,224; x 23 = 289,713,152
+    #   embeddings (clip.py:58-71): class 1024 + patch conv 3 x 14 x 14 x 1024 = 602,112 + positions
+    #     (24^2 + 1) x 1024 = 590,848; pre_layrnorm 2048 (:282); no post_layernorm -> 1,196,032
+    #   projector (llava.py:96-117, biases: transformers' default True): 1024 x 4096 + 4096 + 4096 x 4096 + 4096
+    #     = 20,979,712; image_newline 4096 (llava_next.py:259-260)
+    #   -> 311,892,992 vision parameters = 623,785,984 B
+    #   decoder (MistralForCausalLM -> LlamaForCausalLM, registry.py:112): per layer qkv 4096 x 6144, o 4096 x 4096,
+    #     gate_up + down 3 x 4096 x 14336, two norms 8192 = 218,112,000 x 32 = 6,979,584,000; embedding + LM head
+    #     2 x 32064 x 4096 = 262,668,288; final norm 4096 -> 7,242,256,384 = 14,484,512,768 B
+    #   RoPE cos/sin table (llama.py:228-236, model dtype): 32768 positions x 128 x 2 B = 8,388,608
+    #   total 15,116,687,360 B = 14.07851 GiB (the log: 14.0786; the 0.0001 GiB left is not derived)
+    from kvcalc.core.weights import llava_clip_params
+
+    model = resolve("tests/data/vllm-budget/configs/llava-v1.6-mistral-7b-hf.json").spec
+    assert llava_clip_params(model.arch, 4096, 1) == 23 * 12_596_224 + 1_196_032 + 20_979_712 + 4096 == 311_892_992
+    s = Settings().with_(gpu="H100-80GB", vllm_version="0.10.2", max_model_len=4096, max_num_batched_tokens=16384)
+    weights = predict(model, s, stage=None)[0]["weights"]
+    assert weights == 14_484_512_768 + 623_785_984 + 8_388_608 == 15_116_687_360
+    assert weights / GIB == pytest.approx(14.0786, abs=0.0002)
+    # TP 2: qkv 8 of 16 heads (1024 x 1536 + 1536), out_proj 512 x 1024 + 1024, fc1 1024 x 2048 + 2048, fc2 2048 x
+    # 1024 + 1024, LayerNorms 4096 -> 6,301,184 x 23 = 144,927,232; embeddings whole 1,196,032; linear_1 1024 x 2048
+    # + 2048, linear_2 2048 x 4096 + 4096 (RowParallel: bias whole) = 10,491,904; image_newline 4096
+    assert llava_clip_params(model.arch, 4096, 2) == 144_927_232 + 1_196_032 + 10_491_904 + 4096
+    # vision_feature_layer -1 builds all 24 layers; a list builds up to the deepest and widens LLaVA-NeXT's
+    # linear_1 (llava_next.py:235-245); LLaVA (llava.py:545) keeps the vision hidden size and has no image_newline
+    last = dict(model.arch, vision_feature_layer=-1)
+    assert llava_clip_params(last, 4096, 1) == 311_892_992 + 12_596_224
+    multi = dict(model.arch, vision_feature_layer=[-2, -5])
+    assert llava_clip_params(multi, 4096, 1) == 311_892_992 + 1024 * 4096
+    llava = dict(model.arch, wrapper_architectures=["LlavaForConditionalGeneration"])
+    assert llava_clip_params(llava, 4096, 1) == 311_892_992 - 4096
+    assert llava_clip_params(dict(model.arch, multimodal_projector_bias=False), 4096, 1) == 311_892_992 - 2 * 4096
+    # a SigLIP tower, or a feature layer beyond the tower (vLLM refuses it: clip.py:292-296), is not counted
+    siglip = dict(model.arch, vision_config=dict(model.arch["vision_config"], model_type="siglip_vision_model"))
+    assert llava_clip_params(siglip, 4096, 1) == 0
+    assert llava_clip_params(dict(model.arch, vision_feature_layer=30), 4096, 1) == 0
+
+
 def test_0_20_1_keeps_the_triton_topk_buffer_that_0_21_0_drops() -> None:
     # vllm==0.20.1: envs.py:717-721 VLLM_USE_FLASHINFER_SAMPLER defaults to None, so the dummy sampler
     # (top_p 0.9, top_k vocab - 1: v1/worker/gpu_model_runner.py:5646-5647) runs the Triton kernel

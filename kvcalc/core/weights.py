@@ -118,7 +118,9 @@ LLAMA4_TYPES = ("llama4_text", "llama4")
 # base_loader.py:53). RoPE kinds whose table is positions x rotary_dim: the base RotaryEmbedding
 # (rotary_embedding/base.py:58-63, :83-92) and Llama3RotaryEmbedding, which only rescales inv_freq
 # (llama3_rope.py:33-54). Others (YaRN, dynamic NTK, longrope, MLA's DeepSeek scaling) size it otherwise: not counted.
-ROPE_TABLE_TYPES = ("llama", "llama4_text", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "gemma2")
+# Mistral: vllm==0.10.2 maps MistralForCausalLM to LlamaForCausalLM (model_executor/models/registry.py:112),
+# whose attention calls get_rope without a dtype (llama.py:228-236).
+ROPE_TABLE_TYPES = ("llama", "llama4_text", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "gemma2", "mistral")
 ROPE_TABLE_KINDS = ("default", "llama3")
 QUANTIZATIONS = ("fp8", "fp8_e4m3", "mxfp4", "awq", "gptq", "compressed-tensors", "bitsandbytes")
 
@@ -236,19 +238,75 @@ def llama4_vision_params(v: dict, text_hidden: int, tp: int) -> int:
     return _get(v, "num_hidden_layers") * layer + model + adapter + projector
 
 
+LLAVA_ARCHS = ("LlavaForConditionalGeneration", "LlavaNextForConditionalGeneration")
+
+
+def _llava_tower_layers(a: dict, total: int) -> int:
+    """CLIP layers vLLM builds: up to the deepest vision_feature_layer (transformers' default -2), a
+    negative index counting from the end plus one (vllm==0.10.2: model_executor/models/llava.py:417-448,
+    passed as num_hidden_layers_override at :461-468; clip.py:234-242). -1 where vLLM would refuse it
+    (more layers than the tower has: clip.py:292-296) or the field is not an int or a list of ints."""
+    feature = a.get("vision_feature_layer", -2)
+    picks = feature if isinstance(feature, list) and feature else [feature]
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in picks):
+        return -1
+    n = max(total + i + 1 if i < 0 else i for i in picks)
+    return n if 0 <= n <= total else -1
+
+
+def llava_clip_params(a: dict, text_hidden: int, tp: int) -> int:
+    """Parameters on one TP rank of a LLaVA / LLaVA-NeXT CLIP vision tower, projector and image_newline
+    (vllm==0.10.2). Only a CLIP tower (vision_config model_type clip_vision_model, the CLIPVisionConfig
+    branch of llava.py:463-469); SigLIP and Pixtral towers were not read: 0.
+    Per CLIP layer (clip.py:90-200): qkv (QKVParallelLinear, bias by default: layers/linear.py:815, :849)
+    and out_proj (RowParallelLinear, bias whole: linear.py:1161, :1198), fc1/fc2 with biases (clip.py:
+    157-165), two LayerNorms. Embeddings (clip.py:58-71): class embedding, patch Conv2d without bias
+    (channels x patch^2 x hidden), (image/patch)^2 + 1 positions; pre_layrnorm (:282); no post_layernorm
+    (require_post_norm=False: llava.py:542, llava_next.py:257; clip.py:298-306). Projector (llava.py:96-117):
+    linear_1 vision -> text hidden (ColumnParallel), linear_2 text -> text (RowParallel), biases when
+    multimodal_projector_bias (transformers 5.24 LlavaConfig/LlavaNextConfig default True); LLaVA-NeXT's
+    projector takes hidden x len(feature layers) (llava_next.py:235-245) and adds image_newline, one text
+    hidden vector (:259-260). LLaVA builds the tower only with an image limit above 0 (llava.py:538-552);
+    kvcalc has no such setting and counts it."""
+    v = a.get("vision_config")
+    archs = a.get("wrapper_architectures")
+    arch = next((x for x in archs if x in LLAVA_ARCHS), "") if isinstance(archs, list) else ""
+    if not arch or not isinstance(v, dict) or v.get("model_type") != "clip_vision_model":
+        return 0
+    h, inter = _get(v, "hidden_size", default=768), _get(v, "intermediate_size", default=3072)
+    heads, patch = max(_get(v, "num_attention_heads", default=12), 1), max(_get(v, "patch_size", default=32), 1)
+    layers = _llava_tower_layers(a, _get(v, "num_hidden_layers", default=12))
+    if layers < 0:
+        return 0
+    qkv = 3 * max(heads // tp, 1) * (h // heads)
+    layer = h * qkv + qkv + (qkv // 3) * h + h + h * (inter // tp) + inter // tp + (inter // tp) * h + h + 4 * h
+    positions = (_get(v, "image_size", default=224) // patch) ** 2 + 1
+    embeddings = h + _get(v, "num_channels", default=3) * patch * patch * h + positions * h + 2 * h
+    feature = a.get("vision_feature_layer", -2)
+    vision_out = h * len(feature) if arch == LLAVA_ARCHS[1] and isinstance(feature, list) else h
+    th = text_hidden // tp
+    bias = a.get("multimodal_projector_bias", True) is not False
+    projector = vision_out * th + th * text_hidden + ((th + text_hidden) if bias else 0)
+    newline = text_hidden if arch == LLAVA_ARCHS[1] else 0
+    return layers * layer + embeddings + projector + newline
+
+
 def _stage_extras(model: ModelSpec, a: dict, tp: int, dt: int) -> tuple[int, int, str]:
     """Bytes every PP stage holds besides its decoder layers (the RoPE table, Llama 4's vision tower,
-    which vLLM builds on every rank: mllama4.py:758-770), the vision parameters of the whole model, and how.
+    which vLLM builds on every rank: mllama4.py:758-770; LLaVA's CLIP tower, likewise: vllm==0.10.2
+    llava.py:538-552, llava_next.py:253-265), the vision parameters of the whole model, and how.
     --limit-mm-per-prompt with every modality at 0 skips the tower (models/interfaces.py:276-288); kvcalc
     has no such setting and counts it."""
     table, how = rope_table_bytes(model, a, dt)
-    vision = a.get("vision_config")
-    if model.model_type not in LLAMA4_TYPES or not isinstance(vision, dict):
-        return table, 0, how
-    h = _get(a, "hidden_size")
-    tower = llama4_vision_params(vision, h, tp) * dt
-    how = ", ".join(x for x in (how, f"vision tower + projector {tower:,} B (TP-sharded)") if x)
-    return table + tower, llama4_vision_params(vision, h, 1), how
+    vision, h = a.get("vision_config"), _get(a, "hidden_size")
+    if model.model_type in LLAMA4_TYPES and isinstance(vision, dict):
+        tower = llama4_vision_params(vision, h, tp) * dt
+        how = ", ".join(x for x in (how, f"vision tower + projector {tower:,} B (TP-sharded)") if x)
+        return table + tower, llama4_vision_params(vision, h, 1), how
+    clip = llava_clip_params(a, h, tp) * dt
+    if clip:
+        how = ", ".join(x for x in (how, f"CLIP vision tower + projector {clip:,} B (TP-sharded)") if x)
+    return table + clip, llava_clip_params(a, h, 1), how
 
 
 def estimate_weights(

@@ -391,12 +391,18 @@ def with_encoder_tokens(model: ModelSpec, tokens: int) -> ModelSpec:
 
 def _arch(cfg: dict, text: dict, where: str) -> dict:
     """The numbers the weights estimate reads: the decoder's config, plus the wrapper's vision_config
-    (its tower is loaded with the decoder: kvcalc.core.weights counts Llama 4's)."""
+    (its tower is loaded with the decoder: kvcalc.core.weights counts Llama 4's and LLaVA's CLIP tower)
+    and the wrapper fields LLaVA's tower is sized by: its architectures (kept apart from the decoder's),
+    vision_feature_layer and multimodal_projector_bias."""
     if not where:
         return dict(cfg)
     arch = dict(text)
     if isinstance(cfg.get("vision_config"), dict):
         arch["vision_config"] = cfg["vision_config"]
+        arch["wrapper_architectures"] = cfg.get("architectures")
+        for key in ("vision_feature_layer", "multimodal_projector_bias"):
+            if key in cfg:
+                arch[key] = cfg[key]
     return arch
 
 
