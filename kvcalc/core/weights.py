@@ -328,6 +328,17 @@ def estimate_weights(
     return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, marlin, dtype, vllm_extras)
 
 
+@lru_cache(maxsize=256)
+def _layer_table(model: ModelSpec, _arch_id: int) -> tuple[tuple[int, int, int], ...]:
+    """Every decoder layer's (attention-or-mixer, dense-MLP, expert) parameters: the same for
+    every TP and PP split (a sweep over TP reads them once). ``_arch_id`` keys the config dict,
+    which model equality leaves out."""
+    kinds: dict[int, str] = {}
+    for layer in model.layers:
+        kinds.setdefault(layer.layer, "mamba" if layer.kind == "mamba" else layer.kind)
+    return tuple(_layer_params(model, model.arch, i, kinds.get(i, "full")) for i in range(model.num_layers))
+
+
 @lru_cache(maxsize=512)
 def _estimate(
     model: ModelSpec,
@@ -361,8 +372,7 @@ def _estimate(
         kinds.setdefault(layer.layer, "mamba" if layer.kind == "mamba" else layer.kind)
     total = 0.0
     per_layer_bytes = []
-    for i in range(model.num_layers):
-        attn, dense, exp = _layer_params(model, a, i, kinds.get(i, "full"))
+    for i, (attn, dense, exp) in enumerate(_layer_table(model, _arch_id)):
         total += attn + dense + exp + 2 * h
         rank_attn = attn / tp
         if kv_replicated and kinds.get(i) != "mamba":
