@@ -198,13 +198,12 @@ def _activation(
             f"estimate: forward over {mnbt} tokens ({which}){resident_how}; the sampler runs on the last PP stage"
         )
     bpe, path = sampler_bytes_per_element(line, s.sampler, shapes.dtype_bytes)
-    if v2 and s.sampler in (None, "auto"):
-        bpe = V2_DUMMY_SAMPLER_BYTES + max(shapes.dtype_bytes - 2, 0)
-        path = f"model runner V2 (vLLM {line.label} default for {v2}): logits + fp32 copy, no top-k/top-p in the dummy run"
     rows = min(mnbt, seqs[0])
     kept, kept_how = _moe_kept(s, model, shapes, plan, mnbt, line)
     scratch_name = "Triton top-k/top-p buffer"
     if v2 and s.sampler in (None, "auto"):
+        bpe = V2_DUMMY_SAMPLER_BYTES + max(shapes.dtype_bytes - 2, 0)
+        path = f"model runner V2 (vLLM {line.label} default for {v2}): logits + fp32 copy, no top-k/top-p in the dummy run"
         scratch, scratch_how = 0, ""
     elif line.sampler_path == SAMPLER_V2_DUMMY and s.sampler in (None, "auto"):
         scratch, scratch_how = v2_gumbel_tables(rows, shapes.vocab)

@@ -273,7 +273,7 @@ def _evaluate(model: ModelSpec, s: Settings, checkpoint: dict | None) -> SizeRes
     if s.encoder_tokens is not None:
         from kvcalc.sources.config import with_encoder_tokens
 
-        _bounds_checked.get(_knob_values(s), check_bounds, s)  # before the model is rebuilt with it
+        check_bounds(s)  # before the model is rebuilt with it
 
         if not model.encoder_decoder:
             raise PlanError(f"{named('encoder_tokens')} applies to encoder-decoder models; {model.name} is decoder-only")
@@ -364,9 +364,6 @@ class _Setup:
 _setups: Memo[_Setup] = Memo(2048)
 _knobs: list[Any] = []  # attrgetter of every setting but the traffic, made on first use
 _KNOBS = "__knobs__"  # where a Settings keeps its non-traffic values once read (never compared or copied)
-
-
-_bounds_checked: Memo[None] = Memo(4096)  # the non-traffic values whose bounds hold (the encoder path)
 
 
 def _knob_values(s: Settings) -> tuple:

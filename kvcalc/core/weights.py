@@ -214,6 +214,16 @@ def rope_table_bytes(model: ModelSpec, a: dict, dt: int) -> tuple[int, str]:
     return table, f"RoPE cos/sin table {positions:,} positions x {rot} x {dt} B = {table:,} B"
 
 
+def _vit_layer_params(h: int, heads: int, inter: int, tp: int) -> int:
+    """One vision-encoder layer on one TP rank, as Llama 4's (vllm==0.19.0: mllama4.py:117-145,
+    :279-293, :334-362) and CLIP's (vllm==0.10.2: clip.py:90-200) are built: qkv (heads split, with
+    biases) and o (input split, bias whole), fc1 (output split, with bias) and fc2 (input split, bias
+    whole), two LayerNorms (weight and bias each)."""
+    local = max(heads // tp, 1) * (h // heads)  # this rank's heads x head_dim
+    it = inter // tp
+    return h * 3 * local + 3 * local + local * h + h + 2 * h * it + it + h + 4 * h
+
+
 def llama4_vision_params(v: dict, text_hidden: int, tp: int) -> int:
     """Parameters of Llama 4's vision tower and projector on one TP rank (vllm==0.19.0:
     model_executor/models/mllama4.py). mm_encoder_tp_mode defaults to "weights" (config/multimodal.py:144),
@@ -226,9 +236,7 @@ def llama4_vision_params(v: dict, text_hidden: int, tp: int) -> int:
     vision_output_dim -> text hidden, no bias (:158-173). Its vision RoPE table (complex64, ~0.2 MB) is not counted."""
     h, heads = _get(v, "hidden_size"), max(_get(v, "num_attention_heads", default=1), 1)
     inter, patch = _get(v, "intermediate_size"), _get(v, "patch_size", default=14)
-    head_dim, local_heads = h // heads, max(heads // tp, 1)
-    qkv = 3 * local_heads * head_dim
-    layer = h * qkv + qkv + local_heads * head_dim * h + h + 2 * (h * (inter // tp)) + inter // tp + h + 4 * h
+    layer = _vit_layer_params(h, heads, inter, tp)
     positions = (_get(v, "image_size", default=336) // max(patch, 1)) ** 2 + 1
     p_in, p_out = _get(v, "projector_input_dim"), _get(v, "projector_output_dim")
     bias = bool(v.get("multi_modal_projector_bias"))
@@ -278,8 +286,7 @@ def llava_clip_params(a: dict, text_hidden: int, tp: int) -> int:
     layers = _llava_tower_layers(a, _get(v, "num_hidden_layers", default=12))
     if layers < 0:
         return 0
-    qkv = 3 * max(heads // tp, 1) * (h // heads)
-    layer = h * qkv + qkv + (qkv // 3) * h + h + h * (inter // tp) + inter // tp + (inter // tp) * h + h + 4 * h
+    layer = _vit_layer_params(h, heads, inter, tp)
     positions = (_get(v, "image_size", default=224) // patch) ** 2 + 1
     embeddings = h + _get(v, "num_channels", default=3) * patch * patch * h + positions * h + 2 * h
     feature = a.get("vision_feature_layer", -2)
@@ -329,14 +336,18 @@ def estimate_weights(
 
 
 @lru_cache(maxsize=256)
-def _layer_table(model: ModelSpec, _arch_id: int) -> tuple[tuple[int, int, int], ...]:
-    """Every decoder layer's (attention-or-mixer, dense-MLP, expert) parameters: the same for
-    every TP and PP split (a sweep over TP reads them once). ``_arch_id`` keys the config dict,
+def _layer_table(model: ModelSpec, _arch_id: int) -> tuple[tuple[str, int, int, int], ...]:
+    """Every decoder layer's kind and (attention-or-mixer, dense-MLP, expert) parameters: the same
+    for every TP and PP split (a sweep over TP reads them once). ``_arch_id`` keys the config dict,
     which model equality leaves out."""
     kinds: dict[int, str] = {}
     for layer in model.layers:
         kinds.setdefault(layer.layer, "mamba" if layer.kind == "mamba" else layer.kind)
-    return tuple(_layer_params(model, model.arch, i, kinds.get(i, "full")) for i in range(model.num_layers))
+    out = []
+    for i in range(model.num_layers):
+        kind = kinds.get(i, "full")
+        out.append((kind, *_layer_params(model, model.arch, i, kind)))
+    return tuple(out)
 
 
 @lru_cache(maxsize=512)
@@ -367,15 +378,12 @@ def _estimate(
     # gemma2.py:391-392, logits from embed_tokens at :423; gemma.py:385-386)
     tied = bool(a.get("tie_word_embeddings", False)) or a.get("model_type") in ALWAYS_TIED
     kv_replicated = (not model.mla) and model.num_kv_heads and tp > model.num_kv_heads
-    kinds: dict[int, str] = {}
-    for layer in model.layers:
-        kinds.setdefault(layer.layer, "mamba" if layer.kind == "mamba" else layer.kind)
     total = 0.0
     per_layer_bytes = []
-    for i, (attn, dense, exp) in enumerate(_layer_table(model, _arch_id)):
+    for kind, attn, dense, exp in _layer_table(model, _arch_id):
         total += attn + dense + exp + 2 * h
         rank_attn = attn / tp
-        if kv_replicated and kinds.get(i) != "mamba":
+        if kv_replicated and kind != "mamba":
             kv = 2 * h * model.num_kv_heads * model.head_dim
             rank_attn = (attn - kv) / tp + 2 * h * model.head_dim
         exp_bytes = exp / tp * expert_b
