@@ -132,7 +132,12 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # Then (docs/vllm-budget.md 2.2): the LLaVA-NeXT run resolves configs/llava-v1.6-mistral-7b-hf.json and its CLIP tower,
 # projector, image_newline and Mistral's RoPE table are counted as vLLM 0.10.2 builds them (weights -0.59 -> -0.01);
 # its torch peak (-0.41, the multimodal encoder's profile pass: 2.3.5) is unchanged; it has no available figure.
-BOUND_HITS = 55
+# Then (docs/vllm-budget.md 2.3.6): a cold torch.compile's autotune examples of the embedding kernel in the profile
+# peak (the default; compile_cache "warm" on the runs whose timestamps show no compile: the RTX 3090 0.17.1 study,
+# the A100-40GB 0.19.1 run, one planner run), model runner V2's penalty state in the 0.27+ free-memory delta, the
+# 0.31 "peak activation" compared with profile peak + CUDA graphs; the RTX 4090 0.29.0 run of mondegreens/apron
+# added (not held out): 56 of 66 within, median 0.5 %. Bounds unchanged but the hit count.
+BOUND_HITS = 56
 BOUND_MAX_GIB = 5.4
 BOUND_WEIGHTS_GIB = 0.6  # gpt-oss-20b TP 2 (-0.58); every other row within 0.17
 

@@ -15,6 +15,7 @@ from kvcalc.core.budget_rules import (
     V2_DUMMY_SAMPLER_BYTES,
     Shapes,
     capture_sizes,
+    compile_examples,
     cudagraph_estimate,
     default_max_num_seqs,
     forward_per_token,
@@ -27,6 +28,7 @@ from kvcalc.core.budget_rules import (
     sampler_bytes_per_element,
     topk_sm_buffer,
     v2_gumbel_tables,
+    v2_sampler_state,
 )
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.engine import default_max_num_batched_tokens, max_concurrent_batches
@@ -192,8 +194,11 @@ def _activation(
         raise PlanError(f"{named('sampler')} {s.sampler!r} is not known; valid: {', '.join(SAMPLERS)}")
     v2 = runner_v2(line, model.arch.get("architectures"))
     resident, resident_how = _pp_buffers(line, shapes, mnbt, stage, bool(v2))
+    examples = _compile_examples(s, line, model, shapes, plan, mnbt, stage)
     if stage < plan.pp - 1:  # the dummy sampler runs on the last PP rank only
         per_token, which = forward_per_token(shapes, plan.tp)
+        if examples[0] > mnbt * per_token + resident:
+            return examples[0], f"estimate: {examples[1]} = {figure(examples[0])} > forward over {mnbt} tokens"
         return mnbt * per_token + resident, (
             f"estimate: forward over {mnbt} tokens ({which}){resident_how}; the sampler runs on the last PP stage"
         )
@@ -210,17 +215,63 @@ def _activation(
         scratch_name = "V2 Gumbel tables"
     else:
         scratch, scratch_how = _topk_scratch(s, line, rows, shapes.vocab)
-    peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch, scratch_name, resident)
+    peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch, scratch_name, resident, examples)
     notes = "".join(f"; {x}" for x in (kept_how, scratch_how) if x)
     return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]}){notes}"
+
+
+COMPILE_CACHES = ("cold", "warm")
+
+
+def _compile_examples(
+    s: Settings, line: RuleLine, model: ModelSpec, shapes: Shapes, plan: ParallelPlan, mnbt: int, stage: int
+) -> tuple[int, str]:
+    """A cold torch.compile's autotune examples inside the profile run (budget_rules.compile_examples),
+    on the first PP stage, which holds the embedding. None with --enforce-eager (vllm==0.29.0:
+    config/vllm.py:1370-1376 sets compilation mode NONE), with --compile-cache warm (the compiled
+    artifacts are loaded, no kernel is autotuned), for models whose embeddings come in as inputs_embeds
+    (multimodal, encoder-decoder: the embedding is outside the compiled graph), or where TP > 1 runs
+    vLLM's fused embedding op (RuleLine.tp_embedding_fused)."""
+    cache = s.compile_cache
+    if cache is not None and cache not in COMPILE_CACHES:
+        raise PlanError(f"{named('compile_cache')} {cache!r} is not known; valid: {', '.join(COMPILE_CACHES)}")
+    if not line.compile_examples or s.enforce_eager or cache == "warm" or stage != 0:
+        return 0, ""
+    if model.encoder_decoder or any(k in model.arch for k in ("vision_config", "audio_config")):
+        return 0, ""
+    if plan.tp > 1 and line.tp_embedding_fused:
+        return 0, ""
+    return compile_examples(shapes, plan.tp, mnbt)
+
+
+def _runner_state(line: RuleLine, model: ModelSpec, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: int, stage: int) -> tuple[int, str]:
+    """What model runner V2 allocates in load_model after the weights' measurement and before the
+    profile run, on one GPU of PP stage ``stage``: charged only where vLLM counts the free-memory
+    delta (RuleLine.free_delta_accounting, 0.27+). The penalty state on the last stage
+    (budget_rules.v2_sampler_state) and the PP receive buffers on every stage but the first
+    (vllm==0.29.0: v1/worker/gpu/model_runner.py:480-489; 0.33.0: :542-551)."""
+    v2 = line.v2_for_all or bool(runner_v2(line, model.arch.get("architectures")))
+    if not (v2 and line.free_delta_accounting):
+        return 0, ""
+    total, parts = 0, []
+    if stage > 0:
+        buf = pp_intermediate_buffers(shapes, mnbt)
+        total += buf
+        parts.append(f"PP receive buffers {PP_INTERMEDIATE_KEYS} x {mnbt} x hidden {shapes.hidden} x {shapes.dtype_bytes} B = {figure(buf)}")
+    if stage == plan.pp - 1:
+        state, how = v2_sampler_state(shapes, seqs)
+        total += state
+        parts.append(how)
+    return total, "; ".join(parts)
 
 
 def _pp_buffers(line: RuleLine, shapes: Shapes, mnbt: int, stage: int, v2_arch: bool) -> tuple[int, str]:
     """The PP receive buffers charged to a stage's torch peak (budget_rules.pp_intermediate_buffers):
     on every stage but the first, with the V1 runner, which creates them in the profile run. Model
     runner V2 creates them in load_model, after the weights are measured and before the profiling
-    window (vllm==0.29.0: v1/worker/gpu/model_runner.py:480-489; vllm==0.22.0: :319-328): in no term."""
-    if v2_arch or line.sampler_path == SAMPLER_V2_DUMMY:
+    window (vllm==0.29.0: v1/worker/gpu/model_runner.py:480-489; vllm==0.22.0: :319-328): in no torch
+    peak; from 0.27 the free-memory delta counts them (_runner_state)."""
+    if v2_arch or line.v2_for_all:
         return 0, ""
     if stage == 0:
         return 0, "; the first PP rank allocates no receive buffers"
@@ -379,7 +430,7 @@ def budget_inputs(
     notes: list[str] = list(_ambiguous_gpu(s.gpu))
     if model.encoder_decoder or any(k in model.arch for k in ("vision_config", "audio_config")):
         notes.append("the multimodal/encoder profile run is not modelled: pass --activation-bytes from vLLM's log")
-    available, terms, acts = [], [], []
+    available, terms, acts, overs = [], [], [], []
     for stage, w in enumerate(weights):
         if w > requested:
             raise PlanError(
@@ -388,9 +439,15 @@ def budget_inputs(
                 f"or a higher {named('gpu_memory_utilization')}"
             )
         act, act_src = _activation(s, line, model, shapes, plan, mnbt, seqs, stage)
-        kv = requested - w - act - over - graph
+        state, state_how = (0, "") if s.overhead_bytes is not None else _runner_state(
+            line, model, shapes, plan, mnbt, seqs[0], stage
+        )
+        stage_over = over + state
+        stage_over_src = f"{over_src} + {state_how} (vLLM {line.label} counts the free-memory delta)" if state else over_src
+        kv = requested - w - act - stage_over - graph
         available.append(kv)
         acts.append(act)
+        overs.append(stage_over)
         how = "ceil(total x utilization)" if line.request_ceil else "total x utilization"
         terms.append(
             (
@@ -398,7 +455,7 @@ def budget_inputs(
                 BudgetTerm(f"requested = {how}, {util}", requested, util_src),
                 BudgetTerm(f"- weights on this GPU (stage {stage})", w, src),
                 BudgetTerm("- profile-run peak (torch)", act, act_src),
-                BudgetTerm("- non-torch memory", over, over_src),
+                BudgetTerm("- non-torch memory", stage_over, stage_over_src),
                 BudgetTerm("- CUDA graphs", graph, graph_src),
                 BudgetTerm("= KV cache memory per GPU", kv, f"derived (vLLM {line.label} determine_available_memory)"),
             )
@@ -410,7 +467,7 @@ def budget_inputs(
         requested_bytes=requested,
         weights_bytes_per_stage=tuple(weights),
         activation_bytes=max(acts),
-        overhead_bytes=over,
+        overhead_bytes=max(overs),
         cudagraph_bytes=graph,
         notes=tuple(notes),
         **common,

@@ -23,6 +23,7 @@ TERMS: dict[str, tuple[str, str]] = {
     "cudagraph_gib": ("cudagraphs", "Estimated CUDA graph memory"),
     "available_kv_gib": ("available", "Available KV cache memory"),
     "consumed_gib": ("consumed", "consumed memory (weights + non-torch)"),
+    "peak_activation_gib": ("peak_activation", "peak activation (transient peak + CUDA-graph estimate)"),
 }
 
 
@@ -60,6 +61,9 @@ def predict(
     if "weights" in values and "non_torch" in values:
         values["consumed"] = values["weights"] + values["non_torch"]
         srcs["consumed"] = "weights + non-torch (0.27+ measure both as one free-memory delta)"
+    if "torch_peak" in values and "cudagraphs" in values:
+        values["peak_activation"] = values["torch_peak"] + values["cudagraphs"]
+        srcs["peak_activation"] = "profile-run peak + CUDA graphs (0.31+ print their sum as 'peak activation')"
     return values, srcs
 
 

@@ -254,6 +254,14 @@ class Settings:
         kind=TEXT,
         panel=BUDGET,
     )
+    compile_cache: str | None = setting(
+        None,
+        "--compile-cache",
+        help="torch.compile cache at launch: cold (default: the first launch compiles inside vLLM's profile run, "
+        "autotuning on a copy of the embedding table) | warm (compiled artifacts found in VLLM_CACHE_ROOT)",
+        kind=TEXT,
+        panel=BUDGET,
+    )
     num_gpu_blocks_override: int | None = setting(
         None, "--num-gpu-blocks-override", help="Force the number of blocks", kind=POSITIVE, panel=ENGINE
     )

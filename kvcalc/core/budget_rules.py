@@ -80,6 +80,8 @@ V2_DUMMY_SAMPLER_BYTES = 6
 # gumbel.py:275-279; the same in 0.30.0 :275-279, 0.31.0 :350-354, 0.32.0 :376-380); use_fp64_gumbel is off by default
 V2_GUMBEL_BLOCK = 1024
 V2_GUMBEL_BYTES = 8 + 4
+ALLOC_BLOCK = 512
+VOCAB_PAD = 64  # vLLM's DEFAULT_VOCAB_PADDING_SIZE (vllm==0.29.0: vocab_parallel_embedding.py:33)
 
 
 def runner_v2(line: RuleLine, architectures: object) -> str:
@@ -234,11 +236,52 @@ def pp_intermediate_buffers(s: Shapes, mnbt: int) -> int:
     return PP_INTERMEDIATE_KEYS * mnbt * s.hidden * s.dtype_bytes
 
 
+def _block(n: int) -> int:
+    """torch's caching allocator rounds every block up to 512 B (c10/cuda/CUDACachingAllocator.cpp kMinBlockSize)."""
+    return -(-n // ALLOC_BLOCK) * ALLOC_BLOCK
+
+
+def compile_examples(s: Shapes, tp: int, mnbt: int) -> tuple[int, str]:
+    """A cold torch.compile inside the profile run (RuleLine.compile_examples): Inductor autotunes
+    each generated Triton kernel at compile time on random example tensors of its arguments, sized by
+    the size hints of the first call, max_num_batched_tokens (torch==2.13.0: _inductor/codegen/
+    wrapper.py:2253-2300, select_algorithm.py:5751-5772). The largest set is the model's first kernel,
+    the embedding gather: the rank's whole embedding table (vocab padded to 64, divided by TP: vllm==0.29.0
+    model_executor/layers/vocab_parallel_embedding.py:88-95, :272-316), the token ids (int32), and its
+    outputs of max_num_batched_tokens x hidden: with TP 1 fused with layer 0's RMSNorm (the embeddings,
+    kept as the residual, and the normed states, + the norm weight), with TP > 1 the masked gather
+    before the all-reduce. Live together, freed before the forward runs."""
+    dt = s.dtype_bytes
+    rows = -(-s.vocab // VOCAB_PAD) * VOCAB_PAD // tp
+    outputs = 2 if tp == 1 else 1
+    table = _block(rows * s.hidden * dt)
+    states = outputs * _block(mnbt * s.hidden * dt)
+    small = _block(mnbt * 4) + (_block(s.hidden * dt) if tp == 1 else 0)
+    total = table + states + small
+    return total, (
+        f"cold torch.compile's autotune examples of the embedding kernel: table {rows} x {s.hidden} x {dt} B "
+        f"= {figure(table)} + {outputs} x {mnbt} x {s.hidden} x {dt} B"
+    )
+
+
+def v2_sampler_state(s: Shapes, max_num_seqs: int) -> tuple[int, str]:
+    """Model runner V2's penalty state, allocated by load_model on the last PP rank after the weights
+    are measured (vllm==0.29.0: v1/worker/gpu/model_runner.py:436-448, sample/penalties.py:31-42):
+    output_bin_counts max_num_seqs x vocab int32 and prompt_bin_mask max_num_seqs x cdiv(vocab, 32)
+    int32. Charged where vLLM counts the free-memory delta (RuleLine.free_delta_accounting)."""
+    counts = _block(max_num_seqs * s.vocab * 4)
+    mask = _block(max_num_seqs * -(-s.vocab // 32) * 4)
+    return counts + mask, (
+        f"model runner V2 penalty state {max_num_seqs} seqs x vocab {s.vocab} x 4 B + bit mask = {figure(counts + mask)}"
+    )
+
+
 def profile_peak(
     s: Shapes, tp: int, mnbt: int, rows: int, bpe: int, kept: int = 0, scratch: int = 0,
-    scratch_name: str = "sampler scratch", resident: int = 0,
+    scratch_name: str = "sampler scratch", resident: int = 0, examples: tuple[int, str] = (0, ""),
 ) -> tuple[int, str]:
-    """torch peak increase of profile_run: max(forward, kept + retained hidden states + sampler).
+    """torch peak increase of profile_run: max(forward, kept + retained hidden states + sampler,
+    ``examples``: a cold compile's autotune examples, compile_examples).
     ``kept``: what the forward leaves allocated under the sampler run (the fused-MoE workspace);
     the forward's own MoE width already counts it. ``scratch``: the sampler's cached Triton
     top-k/top-p buffer (topk_sm_buffer), live at the sampler's peak (probs + q), or model runner
@@ -249,7 +292,12 @@ def profile_peak(
     retained = mnbt * s.hidden * s.dtype_bytes
     sampler = sampler_peak(rows, s.vocab, bpe)
     pp_how = f" + PP receive buffers {figure(resident)}" if resident else ""
-    if forward > kept + retained + sampler + scratch + resident:
+    side = kept + retained + sampler + scratch + resident
+    if examples[0] > max(forward, side):
+        return examples[0], (
+            f"{examples[1]} = {figure(examples[0])} > forward over {mnbt} tokens {figure(forward)} and sampler run {figure(side)}"
+        )
+    if forward > side:
         return forward, f"forward over {mnbt} tokens ({which}) = {figure(forward - resident)}{pp_how} > sampler run"
     return kept + retained + sampler + scratch + resident, (
         f"dummy sampler: {rows} seqs x vocab {s.vocab} x {bpe} B = {figure(sampler)} "

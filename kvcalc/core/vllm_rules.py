@@ -147,8 +147,23 @@ class RuleLine:
     # (vllm==0.8.5: v1/worker/gpu_worker.py:200-210); 0.9+ only what grew since init_device
     cuda_context_charged: bool = False
     # 0.27+: device-wide free-memory delta ("total consumed") replaces non-torch increase
-    # (vllm==0.33.0: utils/mem_utils.py:312-321; present in 0.27.0, absent in 0.26.0)
+    # (vllm==0.33.0: utils/mem_utils.py:312-321; present in 0.27.0, absent in 0.26.0). It also charges what
+    # torch allocated after the init snapshot and before the profile run, outside the weights' measurement:
+    # model runner V2's sampler state and PP receive buffers (vllm==0.29.0: utils/mem_utils.py:317-326)
     free_delta_accounting: bool = True
+    # model runner V2 for every architecture: the default from 0.29.0 (vllm==0.29.0: config/vllm.py:645-677);
+    # before, V1 except the v2_default_archs below
+    v2_for_all: bool = True
+    # vLLM compiles through torch._inductor.standalone_compile (VLLM_USE_STANDALONE_COMPILE on: vllm==0.29.0
+    # envs.py:744-745, compilation/backends.py:96-112; off by default in 0.11.x, vllm==0.11.0 envs.py; torch
+    # older than 2.8 in 0.10.1 and earlier, vllm==0.10.2: compilation/backends.py:32-40), which turns on Triton
+    # autotuning at compile time (torch 2.8-2.14: _inductor/standalone_compile.py, config.patch(
+    # "triton.autotune_at_compile_time", True)): a cold compile inside the profile run allocates random example
+    # tensors of each generated kernel's arguments (budget_rules.compile_examples)
+    compile_examples: bool = True
+    # with TP > 1 the embedding is vLLM's fused CUDA op, not an Inductor kernel (vllm==0.29.0:
+    # model_executor/layers/vocab_parallel_embedding.py:331-336, :499-513; absent in 0.28.0)
+    tp_embedding_fused: bool = True
     # fused-MoE workspace (workspace13 + workspace2 of the modular kernel) lives in the worker's
     # WorkspaceManager, so it outlives the profile forward and sits under the dummy sampler run
     # (vllm==0.19.0: model_executor/layers/fused_moe/modular_kernel.py:1063, v1/worker/workspace.py:
@@ -236,6 +251,9 @@ _BASE = dict(
     sampler_bytes=10,
     cuda_context_charged=False,
     free_delta_accounting=True,
+    v2_for_all=True,
+    compile_examples=True,
+    tp_embedding_fused=True,
     moe_workspace_kept=True,
     moe_chunk_tokens=0,
     topk_sm_buffer=False,
@@ -259,7 +277,10 @@ def _line(first: Release, last: Release, **changes: object) -> RuleLine:
 _V2_DUMMY = dict(sampler_path=SAMPLER_V2_DUMMY, sampler_bytes=2)
 _V0_22 = dict(batch_defaults=BATCH_160GIB, log=LOG_COMBINED, float_kv_mismatch=False, **_V2_DUMMY)
 # model runner V2 is the CUDA default from 0.29.0 (vllm==0.29.0: config/vllm.py:645-677); before, V1 for most models
-_V0_28 = dict(_V0_22, fit_check=FIT_GROUPS, sampler_path=SAMPLER_FLASHINFER, sampler_bytes=14)
+_V0_28 = dict(
+    _V0_22, fit_check=FIT_GROUPS, sampler_path=SAMPLER_FLASHINFER, sampler_bytes=14, v2_for_all=False,
+    tp_embedding_fused=False,
+)
 _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BATCH_70GIB_NO_A100)
 # "total consumed" (free-memory delta) from 0.27.0 (vllm==0.27.0: utils/mem_utils.py); not in 0.26.0
 _V0_26 = dict(_V0_27, concurrency=CONC_POOLED, mamba_align=MAMBA_BLOCK, free_delta_accounting=False)
@@ -284,10 +305,14 @@ _V0_13 = dict(
     allreduce_fusion=False,
 )
 _V0_12 = dict(_V0_13, docs_url=False)
-_V0_11_2 = dict(_V0_12, group_ratio=0, sampler_path=SAMPLER_NATIVE_OR_FI, mxfp4_kernel=MXFP4_NO_TRITON_KERNELS)
+_V0_11_2 = dict(
+    _V0_12, group_ratio=0, sampler_path=SAMPLER_NATIVE_OR_FI, mxfp4_kernel=MXFP4_NO_TRITON_KERNELS, compile_examples=False
+)
 _V0_11_0 = dict(_V0_11_2, log=LOG_PER_WORKER)
-_V0_10_2 = dict(_V0_11_0, tokens=TOKENS_PER_GROUP, cross_from_batch=False, comm_setup_charged=True)
-_V0_10 = dict(_V0_10_2, mxfp4_kernel=MXFP4_TORCH27)
+_V0_10_2 = dict(
+    _V0_11_0, tokens=TOKENS_PER_GROUP, cross_from_batch=False, comm_setup_charged=True, compile_examples=True
+)
+_V0_10 = dict(_V0_10_2, mxfp4_kernel=MXFP4_TORCH27, compile_examples=False)
 _V0_10_0 = dict(_V0_10, chunked=CHUNKED_HYBRID)
 _V0_9_2 = dict(_V0_10, chunked=CHUNKED_FULL, mamba_align=MAMBA_NONE)
 _V0_9_1 = dict(_V0_9_2, override_applied=False)

@@ -20,9 +20,15 @@ from kvcalc.errors import KvcalcError
 _NUM = r"(-?\d+(?:\.\d+)?)"
 FIGURES: dict[str, re.Pattern[str]] = {
     "weights_gib": re.compile(r"(?:Model loading took\s*" + _NUM + r"\s*GiB|" + _NUM + r" GiB for weight\b)"),
-    "torch_peak_gib": re.compile(r"(?:torch peak memory increase:\s*" + _NUM + r"\s*GiB|" + _NUM + r" GiB for peak activation)"),
+    # "peak activation" beside "for weight" (0.20-0.26) is the torch peak increase (vllm==0.24.0: v1/worker/
+    # gpu_worker.py:474, :717-718); beside "for consumed memory" (0.27+) the transient peak + the CUDA-graph
+    # estimate (vllm==0.29.0: :601-603, :845-848)
+    "torch_peak_gib": re.compile(
+        r"(?:torch peak memory increase:\s*" + _NUM + r"\s*GiB|GiB for weight, " + _NUM + r" GiB for peak activation)"
+    ),
+    "peak_activation_gib": re.compile(r"GiB for consumed memory \(weights \+ non-torch\), " + _NUM + r" GiB for peak activation"),
     "non_torch_gib": re.compile(r"(?:non-torch forward increase memory:\s*" + _NUM + r"\s*GiB|" + _NUM + r" GiB for non-torch memory)"),
-    "consumed_gib": re.compile(_NUM + r" GiB for consumed memory"),
+    "consumed_gib": re.compile(r"(?:" + _NUM + r" GiB for consumed memory|total consumed \(from mem_get_info\):\s*" + _NUM + r"\s*GiB)"),
     "cudagraph_gib": re.compile(r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB"),
     "available_kv_gib": re.compile(r"Available KV cache memory:\s*" + _NUM + r"\s*GiB"),
     "total_gib": re.compile(r"(?:Free memory on device \(\s*[\d.]+\s*/\s*|total_gpu_memory \()" + _NUM),
