@@ -114,3 +114,14 @@ def test_parse_budget_reads_the_0_29_debug_line_and_the_0_31_summary() -> None:
                "and 0.23 GiB for CUDAGraph memory.")
     figures = parse_budget(summary)[0]
     assert figures["peak_activation_gib"] == 1.44 and "torch_peak_gib" not in figures and figures["consumed_gib"] == 15.26
+
+
+def test_parse_budget_reads_the_compile_cache_state_vllm_logs() -> None:
+    # INFO lines of vllm==0.29.0 compilation/backends.py:292-296 (artifacts loaded) and :393-397 (a cold compile)
+    warm = ("(EngineCore pid=1) INFO 09-12 17:09:40 [backends.py:292] Directly load the compiled graph(s) for compile "
+            "range (1, 2048) from the cache, took 2.417 s\nINFO Available KV cache memory: 11.06 GiB\n")
+    cold = ("(EngineCore pid=1) INFO 09-12 17:09:58 [backends.py:393] Compiling a graph for compile range (1, 2048) "
+            "takes 21.54 s\nINFO Available KV cache memory: 11.06 GiB\n")
+    assert parse_budget(warm)[1]["compile_cache"] == "warm"
+    assert parse_budget(cold)[1]["compile_cache"] == "cold"
+    assert "compile_cache" not in parse_budget("INFO Available KV cache memory: 11.06 GiB\n")[1]

@@ -3,7 +3,7 @@
 Regexes for ``Model loading took``, ``torch peak memory increase``, ``non-torch forward
 increase memory``, ``Estimated CUDA graph memory``, ``Available KV cache memory`` and the
 settings that size them (total memory, utilization, max_num_seqs, max_num_batched_tokens,
-enforce_eager, the sampler path). ``budget_rows`` turns the comparison into probe rows,
+enforce_eager, the sampler path, the compile cache's state). ``budget_rows`` turns the comparison into probe rows,
 shown for context (``info``): the budget is a prediction, the pool check stays exact.
 """
 
@@ -42,6 +42,12 @@ SETTINGS: dict[str, re.Pattern[str]] = {
     "enforce_eager": re.compile(r"enforce_eager['\"]?\s*[:=]\s*(True|False)"),
 }
 FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
+# the torch.compile cache's state, as vLLM logs it at INFO: a cold compile ("Compiling a graph for compile range
+# %s takes %.2f s", "saved AOT compiled function"; vllm==0.29.0: compilation/backends.py:393-397, decorators.py:719)
+# or artifacts loaded ("Directly load the compiled graph(s) for compile range %s from the cache", "Directly load
+# AOT compilation from path"; backends.py:292-296, decorators.py:313-315); 0.10-0.11 say "dynamic shape"
+COMPILE_WARM = re.compile(r"Directly load (?:the compiled graph|AOT compilation)")
+COMPILE_COLD = re.compile(r"Compiling a graph for (?:compile range|dynamic shape)|saved AOT compiled function")
 MAX_TEXT = 64 << 20
 
 
@@ -61,6 +67,10 @@ def parse_budget(text: str) -> tuple[dict[str, float], dict[str, Any]]:
             settings[key] = v == "True" if key == "enforce_eager" else (float(v) if "." in v else int(v))
     if FLASHINFER_SAMPLER.search(text):
         settings["sampler"] = "flashinfer"
+    if COMPILE_WARM.search(text):
+        settings["compile_cache"] = "warm"
+    elif COMPILE_COLD.search(text):
+        settings["compile_cache"] = "cold"
     return figures, settings
 
 
