@@ -16,7 +16,6 @@ MIB = 1 << 20
 GIB = 1 << 30
 _ISSUE14 = "mem_get_info total measured with vLLM 0.11 (issue 14)"
 _SMI = "nvidia-smi total (CUDA reports ~0.5 GiB less; not verified by kvcalc)"
-_MODAL = "nvidia-smi total, listed in modal-labs/modal-client PR #2797 (CUDA reports ~0.5 GiB less)"
 # Every cuda=True figure is quoted, with its URL, in tests/data/gpu-totals/SOURCES.md (tests/test_gpu_catalog.py
 # checks the two agree).
 
@@ -52,10 +51,12 @@ CATALOG: tuple[Gpu, ...] = (
     Gpu("H100-NVL", _gib(93.00), _oom("93.00", "github.com/ali-vilab/VACE/issues/56"), ("H100NVL",), True, sm=90, sms=132),
     Gpu("H200", _gib(139.80), "vLLM log 'Free memory on device (137.64/139.8 GiB) on startup' on H200 "
         "(public run notes, no URL found yet; torch OOM messages on 8xH200 print 139.80)", ("H200-141GB", "H200-SXM"), True, sm=90, nvswitch=True, sms=132),
-    Gpu("H20", 97871 * MIB, _SMI, (), sm=90, nvswitch=True),
+    Gpu("H20", _gib(95.00), "torch OOM 'GPU  has a total capacity of 95.00 GiB' on an H20 96G "
+        "(github.com/modelscope/DiffSynth-Studio/issues/1238)", ("H20-96GB",), True, sm=90, nvswitch=True),
     Gpu("B200", _gib(178.35), "device query 'Total Global Memory: 178.35 GB' (GiB despite the label) on NVIDIA B200 "
         "(github.com/pytorch/ao/pull/4002)", ("B200-180GB",), True, sm=100, nvswitch=True, sms=148),
-    Gpu("GB200", 186 * 10**9, "vendor size 186 GB (HBM3e per GPU; CUDA reports less)", (), sm=100, nvswitch=True),
+    Gpu("GB200", _gib(184.31), _oom("184.31", "github.com/vllm-project/vllm/issues/43951") + " on 4x GB200; the same in "
+        "github.com/vllm-project/vllm/issues/52511", (), True, sm=100, nvswitch=True),
     Gpu("A100-80GB", _gib(79.25), _ISSUE14 + "; dennislee22 vLLM 0.10.1.1 A100 logs at two utilizations imply 79.28",
         ("A100-SXM4-80GB", "A100-PCIE-80GB"), True, sm=80, nvswitch=True, sms=108),
     Gpu("A100-40GB", 42298834944, "deviceQuery 'Total amount of global memory: 40339 MBytes (42298834944 bytes)' on "
@@ -63,8 +64,10 @@ CATALOG: tuple[Gpu, ...] = (
         sm=80, nvswitch=True, sms=108),
     Gpu("L40S", _gib(44.39), "vLLM log 'Free memory on device (16.17/44.39 GiB) on startup' on L40S "
         "(public run notes, no URL found yet; torch OOM messages print 44.39-44.40)", (), True, sm=89, sms=142),
-    Gpu("L4", 23034 * MIB, _MODAL, (), sm=89, sms=58),
-    Gpu("A10G", 23028 * MIB, f"{_MODAL} (A10; the A10G reports the same 24 GB class)", ("A10",), sm=86),
+    Gpu("L4", _gib(22.05), _oom("22.05", "github.com/vllm-project/vllm/issues/20214") + " on vLLM's CI L4; a deviceQuery "
+        "with the CUDA 12.4 driver prints 21.95 GiB (23570219008 B)", (), True, sm=89, sms=58),
+    Gpu("A10G", _gib(22.19), "torch OOM '(GPU 0; 22.19 GiB total capacity; ...)' on AWS ml.g5 (A10G) instances "
+        "(github.com/vllm-project/vllm/issues/372, 2023 driver; newer drivers report about 22.06)", ("A10",), True, sm=86),
     Gpu("T4", _gib(14.74), _oom("14.74", "github.com/zai-org/CogVideo/issues/741"), (), True, sm=75, sms=40),
     Gpu("RTX-5090", _gib(31.37), _oom("31.37", "github.com/Wan-Video/Wan2.1/issues/465"), ("5090", "RTX5090"), True,
         sm=120, sms=170),
@@ -81,8 +84,10 @@ CATALOG: tuple[Gpu, ...] = (
         ("RTX6000-ADA", "RTX-6000-Ada-Generation", "6000-Ada"), True, sm=89),
     Gpu("RTX-3060", _gib(11.75), "torch OOM '(GPU 0; 11.75 GiB total capacity; ...)' on an RTX 3060 12GB "
         "(github.com/Kunhao-Liu/StyleGaussian/issues/12)", ("3060", "RTX3060", "RTX-3060-12GB"), True, sm=86, sms=28),
-    Gpu("MI300X", 192 * GIB, "AMD specification: 192 GB HBM3 (binary GiB as ROCm reports it)", (), sms=304),
-    Gpu("MI325X", 256 * GIB, "AMD specification: 256 GB HBM3E (binary GiB as ROCm reports it)", (), sms=304),
+    Gpu("MI300X", _gib(191.98), "HIP OOM 'GPU 0 has a total capacity of 191.98 GiB' on 8x MI300X "
+        "(github.com/vllm-project/vllm/issues/7951)", (), True, sms=304),
+    Gpu("MI325X", _gib(255.98), "HIP OOM 'GPU 0 has a total capacity of 255.98 GiB' on 8x MI325X "
+        "(github.com/vllm-project/vllm/issues/41962)", (), True, sms=304),
 )
 
 
