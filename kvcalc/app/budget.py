@@ -241,7 +241,9 @@ def _compile_examples(
         return 0, ""
     if plan.tp > 1 and line.tp_embedding_fused:
         return 0, ""
-    return compile_examples(shapes, plan.tp, mnbt)
+    total, how = compile_examples(shapes, plan.tp, mnbt)
+    src = "--compile-cache cold" if cache == "cold" else "a first launch; --compile-cache warm when it is cached"
+    return total, f"{how} ({src})"
 
 
 def _runner_state(line: RuleLine, model: ModelSpec, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: int, stage: int) -> tuple[int, str]:
