@@ -223,6 +223,12 @@ def _activation(
 COMPILE_CACHES = ("cold", "warm")
 
 
+def _multimodal(model: ModelSpec) -> bool:
+    """An encoder-decoder or multimodal model: an encoder profile pass kvcalc does not model, and the
+    decoder's embeddings come in as inputs_embeds."""
+    return model.encoder_decoder or any(k in model.arch for k in ("vision_config", "audio_config"))
+
+
 def _compile_examples(
     s: Settings, line: RuleLine, model: ModelSpec, shapes: Shapes, plan: ParallelPlan, mnbt: int, stage: int
 ) -> tuple[int, str]:
@@ -237,7 +243,7 @@ def _compile_examples(
         raise PlanError(f"{named('compile_cache')} {cache!r} is not known; valid: {', '.join(COMPILE_CACHES)}")
     if not line.compile_examples or s.enforce_eager or cache == "warm" or stage != 0:
         return 0, ""
-    if model.encoder_decoder or any(k in model.arch for k in ("vision_config", "audio_config")):
+    if _multimodal(model):
         return 0, ""
     if plan.tp > 1 and line.tp_embedding_fused:
         return 0, ""
@@ -430,7 +436,7 @@ def budget_inputs(
     over, over_src = _overhead(s, line, plan, gpu_name)
     graph, graph_src = _cudagraphs(s, line, shapes, plan, mnbt, seqs[0], model.arch)
     notes: list[str] = list(_ambiguous_gpu(s.gpu))
-    if model.encoder_decoder or any(k in model.arch for k in ("vision_config", "audio_config")):
+    if _multimodal(model):
         notes.append("the multimodal/encoder profile run is not modelled: pass --activation-bytes from vLLM's log")
     available, terms, acts, overs = [], [], [], []
     for stage, w in enumerate(weights):
