@@ -406,3 +406,16 @@ def test_pp_receive_buffers_charged_on_every_stage_but_the_first_with_the_v1_run
     assert peak("0.19.0", 2, 0, "cold") == peak("0.19.0", 4, 0, "cold") == 1_184_931_840
     assert round(1_184_931_840 / GIB, 2) == 1.10
     assert peak("0.19.0", 2, 1, "cold") == peak("0.19.0", 2, 1)  # only the stage with the embedding compiles it
+
+
+def test_the_cuda_graph_estimate_of_a_release_that_does_not_subtract_it_is_not_compared() -> None:
+    # vLLM 0.19 prints "Estimated CUDA graph memory: 0.84 GiB total" (tests/data/vllm-budget/llm-d-planner-meta-llama-
+    # llama-3-1-8b--h100-80gb--tp1pp1dp1--16384.log) but does not take it out of the KV budget (0.20 does): kvcalc's term
+    # is 0 there, and a row "0 vs 0.84" would read as an error. 0.20 subtracts it: the row is kept.
+    from kvcalc.app.budget_check import compare
+
+    for version, kept in (("0.19.0", False), ("0.20.0", True)):
+        s = Settings().with_(gpu="H100-80GB", vllm_version=version, max_model_len=16384)
+        predicted, sources = predict(resolve("llama-3.1-8b").spec, s)
+        rows = compare({"cudagraph_gib": 0.84, "available_kv_gib": 58.11}, predicted, sources)
+        assert [r.term for r in rows] == (["cudagraphs", "available"] if kept else ["available"]), version

@@ -69,11 +69,15 @@ def predict(
 
 def compare(logged: dict[str, float], predicted: dict[str, int], sources: dict[str, str]) -> list[TermRow]:
     """One row per term the log printed."""
+    from kvcalc.app.budget import NOT_SUBTRACTED
+
     rows = []
     for key, (term, line) in TERMS.items():
         value = logged.get(key)
         if value is None or term not in predicted:
             continue
+        if term == "cudagraphs" and not predicted[term] and NOT_SUBTRACTED in sources.get(term, ""):
+            continue  # vLLM prints its estimate there but leaves it out of the budget, as kvcalc does
         mine = predicted[term] / GIB
         rows.append(TermRow(term, line, float(value), round(mine, 4), round(mine - float(value), 4), sources.get(term, "")))
     return rows
