@@ -11,6 +11,7 @@ integers. Every function returns ``(bytes, how)`` where ``how`` says what was co
 from __future__ import annotations
 
 from kvcalc.core.record import record
+from kvcalc.core.specs import cdiv
 from kvcalc.core.units import figure
 from kvcalc.core.vllm_rules import (
     BATCH_70GIB,
@@ -174,7 +175,7 @@ def topk_sm_buffer(rows: int, vocab: int, sms: int) -> tuple[int, str]:
 def v2_gumbel_tables(rows: int, vocab: int) -> tuple[int, str]:
     """The Gumbel kernel's per-block argmax (int64) and max (fp32) tables over ``rows`` logits rows:
     rows x cdiv(vocab, 1024) x 12 B (vllm==0.29.0: v1/worker/gpu/sample/gumbel.py:275-279)."""
-    blocks = -(-vocab // V2_GUMBEL_BLOCK)
+    blocks = cdiv(vocab, V2_GUMBEL_BLOCK)
     total = rows * blocks * V2_GUMBEL_BYTES
     return total, f"Gumbel tables {rows} rows x {blocks} blocks x {V2_GUMBEL_BYTES} B = {figure(total)}"
 
@@ -192,7 +193,7 @@ def forward_per_token(s: Shapes, tp: int) -> tuple[int, str]:
 
 
 def _round256(n: int) -> int:
-    return -(-n // 256) * 256
+    return cdiv(n, 256) * 256
 
 
 def moe_workspace(s: Shapes, tp: int, mnbt: int, line: RuleLine) -> tuple[int, str]:
@@ -238,7 +239,7 @@ def pp_intermediate_buffers(s: Shapes, mnbt: int) -> int:
 
 def _block(n: int) -> int:
     """torch's caching allocator rounds every block up to 512 B (c10/cuda/CUDACachingAllocator.cpp kMinBlockSize)."""
-    return -(-n // ALLOC_BLOCK) * ALLOC_BLOCK
+    return cdiv(n, ALLOC_BLOCK) * ALLOC_BLOCK
 
 
 def compile_examples(s: Shapes, tp: int, mnbt: int) -> tuple[int, str]:
@@ -252,7 +253,7 @@ def compile_examples(s: Shapes, tp: int, mnbt: int) -> tuple[int, str]:
     kept as the residual, and the normed states, + the norm weight), with TP > 1 the masked gather
     before the all-reduce. Live together, freed before the forward runs."""
     dt = s.dtype_bytes
-    rows = -(-s.vocab // VOCAB_PAD) * VOCAB_PAD // tp
+    rows = cdiv(s.vocab, VOCAB_PAD) * VOCAB_PAD // tp
     outputs = 2 if tp == 1 else 1
     table = _block(rows * s.hidden * dt)
     states = outputs * _block(mnbt * s.hidden * dt)
@@ -270,7 +271,7 @@ def v2_sampler_state(s: Shapes, max_num_seqs: int) -> tuple[int, str]:
     output_bin_counts max_num_seqs x vocab int32 and prompt_bin_mask max_num_seqs x cdiv(vocab, 32)
     int32. Charged where vLLM counts the free-memory delta (RuleLine.free_delta_accounting)."""
     counts = _block(max_num_seqs * s.vocab * 4)
-    mask = _block(max_num_seqs * -(-s.vocab // 32) * 4)
+    mask = _block(max_num_seqs * cdiv(s.vocab, 32) * 4)
     return counts + mask, (
         f"model runner V2 penalty state {max_num_seqs} seqs x vocab {s.vocab} x 4 B + bit mask = {figure(counts + mask)}"
     )
