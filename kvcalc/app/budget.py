@@ -194,7 +194,7 @@ def _activation(
     if s.sampler is not None and s.sampler not in SAMPLERS:
         raise PlanError(f"{named('sampler')} {s.sampler!r} is not known; valid: {', '.join(SAMPLERS)}")
     v2 = runner_v2(line, model.arch.get("architectures"))
-    resident, resident_how = _pp_buffers(line, shapes, mnbt, stage, bool(v2))
+    resident, resident_how = _pp_buffers(line, shapes, mnbt, stage, _v2_runner(line, model))
     examples = _compile_examples(s, line, model, shapes, plan, mnbt, stage)
     if stage < plan.pp - 1:  # the dummy sampler runs on the last PP rank only
         per_token, which = forward_per_token(shapes, plan.tp)
@@ -222,6 +222,12 @@ def _activation(
 
 
 COMPILE_CACHES = ("cold", "warm")
+
+
+def _v2_runner(line: RuleLine, model: ModelSpec) -> bool:
+    """The release runs model runner V2 for this model: for every architecture (0.29+) or for its
+    default architectures (0.22-0.25, budget_rules.runner_v2)."""
+    return line.v2_for_all or bool(runner_v2(line, model.arch.get("architectures")))
 
 
 def _multimodal(model: ModelSpec) -> bool:
@@ -259,8 +265,7 @@ def _runner_state(line: RuleLine, model: ModelSpec, shapes: Shapes, plan: Parall
     delta (RuleLine.free_delta_accounting, 0.27+). The penalty state on the last stage
     (budget_rules.v2_sampler_state) and the PP receive buffers on every stage but the first
     (vllm==0.29.0: v1/worker/gpu/model_runner.py:480-489; 0.33.0: :542-551)."""
-    v2 = line.v2_for_all or bool(runner_v2(line, model.arch.get("architectures")))
-    if not (v2 and line.free_delta_accounting):
+    if not (_v2_runner(line, model) and line.free_delta_accounting):
         return 0, ""
     total, parts = 0, []
     if stage > 0:
@@ -274,13 +279,13 @@ def _runner_state(line: RuleLine, model: ModelSpec, shapes: Shapes, plan: Parall
     return total, "; ".join(parts)
 
 
-def _pp_buffers(line: RuleLine, shapes: Shapes, mnbt: int, stage: int, v2_arch: bool) -> tuple[int, str]:
+def _pp_buffers(line: RuleLine, shapes: Shapes, mnbt: int, stage: int, v2_runner: bool) -> tuple[int, str]:
     """The PP receive buffers charged to a stage's torch peak (budget_rules.pp_intermediate_buffers):
     on every stage but the first, with the V1 runner, which creates them in the profile run. Model
     runner V2 creates them in load_model, after the weights are measured and before the profiling
     window (vllm==0.29.0: v1/worker/gpu/model_runner.py:480-489; vllm==0.22.0: :319-328): in no torch
     peak; from 0.27 the free-memory delta counts them (_runner_state)."""
-    if v2_arch or line.v2_for_all:
+    if v2_runner:
         return 0, ""
     if stage == 0:
         return 0, "; the first PP rank allocates no receive buffers"
