@@ -43,7 +43,6 @@ from kvcalc.core.weights import QUANTIZATIONS, arch_int, estimate_weights
 from kvcalc.errors import PlanError, named
 
 MIB = 1 << 20
-NOT_SUBTRACTED = "does not subtract CUDA graphs"  # the CUDA-graph term's source on the lines that leave them out
 
 
 def _size(value: Any, flag: str) -> int | None:
@@ -346,7 +345,7 @@ def _cudagraphs(
     if s.enforce_eager:
         return 0, "--enforce-eager: no CUDA graphs"
     if not line.cudagraphs_subtracted:
-        return 0, f"vLLM {line.label} {NOT_SUBTRACTED} (captured after sizing, out of the 1 - utilization headroom)"
+        return 0, f"vLLM {line.label} does not subtract CUDA graphs (captured after sizing, out of the 1 - utilization headroom)"
     v2 = runner_v2(line, arch.get("architectures"))
     if v2:  # vllm==0.24.0: v1/worker/gpu/model_runner.py:684-686 (0.22.0: :620-622; 0.25.0: :680-682)
         return 0, f"model runner V2 (vLLM {line.label} default for {v2}) estimates no CUDA-graph memory (profile_cudagraph_memory returns 0)"

@@ -41,7 +41,8 @@ def predict(
     model: ModelSpec, s: Settings, checkpoint: dict | None = None, stage: int | None = None
 ) -> tuple[dict[str, int], dict[str, str]]:
     """kvcalc's terms (bytes) and their sources for settings ``s``: of PP stage ``stage``, or of
-    the stage with the least KV memory (the one whose block count vLLM keeps)."""
+    the stage with the least KV memory (the one whose block count vLLM keeps); with the release
+    line's ``cudagraphs_subtracted`` (1/0), which decides whether a logged estimate is compared."""
     from kvcalc.app import service
     from kvcalc.app.budget import budget_inputs
 
@@ -57,6 +58,7 @@ def predict(
             if marker in name:
                 by_kind[key] = t
     values = {k: t.bytes for k, t in by_kind.items()}
+    values["cudagraphs_subtracted"] = int(setup.rules[0].cudagraphs_subtracted)
     srcs = {k: t.source for k, t in by_kind.items()}
     if "weights" in values and "non_torch" in values:
         values["consumed"] = values["weights"] + values["non_torch"]
@@ -69,14 +71,12 @@ def predict(
 
 def compare(logged: dict[str, float], predicted: dict[str, int], sources: dict[str, str]) -> list[TermRow]:
     """One row per term the log printed."""
-    from kvcalc.app.budget import NOT_SUBTRACTED
-
     rows = []
     for key, (term, line) in TERMS.items():
         value = logged.get(key)
         if value is None or term not in predicted:
             continue
-        if term == "cudagraphs" and not predicted[term] and NOT_SUBTRACTED in sources.get(term, ""):
+        if term == "cudagraphs" and not predicted.get("cudagraphs_subtracted", 1):
             continue  # vLLM prints its estimate there but leaves it out of the budget, as kvcalc does
         mine = predicted[term] / GIB
         rows.append(TermRow(term, line, float(value), round(mine, 4), round(mine - float(value), 4), sources.get(term, "")))
