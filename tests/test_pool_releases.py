@@ -225,3 +225,26 @@ def test_absent_sliding_window_is_the_transformers_default(run_json, tmp_path):
         assert [g["kind"] for g in p["groups"]] == [kind]
         if kind == "sliding":  # window 4096, 0.33: 2 batches of 2048 in flight -> cdiv(4095 + 4096, 16) + 1 blocks
             assert p["blocks_per_request"] == math.ceil((4095 + 2 * 2048) / 16) + 1
+
+
+def test_yarn_max_model_len_by_release(run, run_json, tmp_path):
+    # A YaRN config (Qwen3-32B's 40960 positions, factor 4 over 32768 original positions, as a user adds it for
+    # 128k). 0.9.2-0.29 derive original x factor = 32768 x 4 = 131072 (vllm==0.29.0: config/model.py:2452-2458);
+    # 0.30+ take YaRN positions as already scaled: 40960 (vllm==0.30.0/0.33.0: config/model.py, the rope types
+    # list with "yarn"), so 131072 is refused there.
+    cfg = {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 5120, "intermediate_size": 25600,
+        "num_hidden_layers": 64, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+        "vocab_size": 151936, "max_position_embeddings": 40960, "torch_dtype": "bfloat16",
+        "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    base = (str(path), "--kv-cache-memory", "10GiB", "--tokens", "1000")
+    for release in ("0.29.0", "0.10.0"):
+        out = run_json("size", *base, "--vllm-version", release)
+        assert out["pool"]["max_model_len"] == 131072, release
+        run_json("size", *base, "--vllm-version", release, "--max-model-len", "131072")
+    assert run_json("size", *base, "--vllm-version", "0.30.0")["pool"]["max_model_len"] == 40960
+    code, _, err = run("size", *base, "--vllm-version", "0.30.0", "--max-model-len", "131072")
+    assert code == 2 and "maximum length 40960" in err

@@ -49,13 +49,22 @@ def parse_int_list(text: str, flag: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def derived_max_model_len(model: ModelSpec, s: Settings) -> int:
+    """The model's longest context as the release derives it from the config (YaRN differs before 0.30)."""
+    legacy = model.max_model_len_yarn_original
+    if legacy is not None and s.engine == "vllm" and release_rules(s)[0].yarn_len_from_original:
+        return legacy
+    return model.max_model_len
+
+
 def max_model_len(model: ModelSpec, s: Settings) -> int:
+    derived = derived_max_model_len(model, s)
     if s.max_model_len is None:
-        return model.max_model_len
+        return derived
     n = _positive(s.max_model_len, named("max_model_len"))
-    if n > model.max_model_len and model.vllm_supported:
+    if n > derived and model.vllm_supported:
         raise PlanError(
-            f"{named('max_model_len')} {n} is larger than {model.name}'s maximum length {model.max_model_len} "
+            f"{named('max_model_len')} {n} is larger than {model.name}'s maximum length {derived} "
             "(derived from its config, as vLLM does); give at most that"
         )
     return n

@@ -46,7 +46,10 @@ class ModelSpec:
     head_dim_v: int
     dtype: str  # model dtype as vLLM resolves it
     layers: tuple[LayerArch, ...]
-    max_model_len: int  # vLLM's derived default
+    max_model_len: int  # vLLM's derived default (0.30+)
+    # the length vLLM 0.9.2-0.29 derives where it differs (YaRN: original positions x factor); see
+    # RuleLine.yarn_len_from_original
+    max_model_len_yarn_original: int | None = None
     mla: bool = False
     vllm_supported: bool = True
     encoder_decoder: bool = False

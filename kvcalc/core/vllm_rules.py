@@ -203,6 +203,11 @@ class RuleLine:
     # FlashInfer all-reduce + RMSNorm fusion on by default (enable_allreduce_rms_fusion in the O2/O3 pass
     # config: vllm==0.17.0 config/vllm.py:113-133, :204; False at every level in vllm==0.16.0 config/vllm.py:124-181)
     allreduce_fusion: bool = True
+    # the derived max_model_len of a YaRN config is original_max_position_embeddings x factor, and the
+    # DeepSeek rope types scale max_position_embeddings by theirs (vllm==0.29.0: config/model.py:2445-2458;
+    # vllm==0.9.2: config.py:3470-3480); from 0.30 those types are taken as already scaled (vllm==0.30.0 and
+    # 0.33.0: config/model.py, "YaRN variants leave max_position_embeddings already scaled")
+    yarn_len_from_original: bool = False
 
     @property
     def label(self) -> str:
@@ -262,6 +267,7 @@ _BASE = dict(
     tp_comm=TP_COMM_CONNECT,
     nvls_min_gpus=2,
     allreduce_fusion=True,
+    yarn_len_from_original=False,
 )
 
 
@@ -275,7 +281,9 @@ def _line(first: Release, last: Release, **changes: object) -> RuleLine:
 # the 0.29-0.32 dummy sampler: SAMPLER_V2_DUMMY, 2 B per (row x vocab) element (bf16 logits); 0.33 adds a second,
 # "warmup params" pass with the fp32 pipeline (vllm==0.33.0: v1/worker/gpu/model_runner.py:1008-1014), kept at 10
 _V2_DUMMY = dict(sampler_path=SAMPLER_V2_DUMMY, sampler_bytes=2)
-_V0_22 = dict(batch_defaults=BATCH_160GIB, log=LOG_COMBINED, float_kv_mismatch=False, **_V2_DUMMY)
+_V0_22 = dict(
+    batch_defaults=BATCH_160GIB, log=LOG_COMBINED, float_kv_mismatch=False, yarn_len_from_original=True, **_V2_DUMMY
+)
 # model runner V2 is the CUDA default from 0.29.0 (vllm==0.29.0: config/vllm.py:645-677); before, V1 for most models
 _V0_28 = dict(
     _V0_22, fit_check=FIT_GROUPS, sampler_path=SAMPLER_FLASHINFER, sampler_bytes=14, v2_for_all=False,

@@ -45,6 +45,7 @@ MAX_LEN_KEYS = (
     "seq_len",
 )
 ROPE_TYPES_NOT_SCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+ROPE_TYPES_NOT_SCALED_0_29 = ("su", "longrope", "llama3")  # vllm==0.29.0: config/model.py:2452
 QWEN_SWA_TYPES = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_5_vl_text", "qwen3_vl_text")
 # config classes whose sliding_window defaults to 4096 when the key is absent (transformers:
 # MistralConfig, Qwen2Config, Qwen2MoeConfig, Qwen3Config, Qwen3MoeConfig, Gemma2Config,
@@ -150,7 +151,12 @@ def _dtype(text: dict, cfg: dict, notes: list[str]) -> str:
     return dt
 
 
-def derived_max_len(cfg: dict, text: dict) -> int | None:
+def derived_max_lens(cfg: dict, text: dict) -> tuple[int, int | None] | None:
+    """vLLM's derived maximum length from 0.30 on: the smallest length key, times the rope_scaling factor
+    unless the rope type's positions are already scaled (vllm==0.33.0: config/model.py:2598-2634; the same
+    list in 0.30.0); and, where it differs, 0.9.2-0.29's: YaRN takes original_max_position_embeddings x
+    factor and the DeepSeek types are scaled too (vllm==0.29.0: config/model.py:2445-2458; vllm==0.9.2:
+    config.py:3470-3480). None: the config names no length."""
     values = []
     for key in MAX_LEN_KEYS:
         if text.get(key) is not None:  # present: a positive integer (8192.0 is 8192), else refused
@@ -163,21 +169,24 @@ def derived_max_len(cfg: dict, text: dict) -> int | None:
     length: int | float = min(values)
     if length > MAX_FIELD:
         _max_len_error(text, length)
+    legacy: int | float = length
     rope = text.get("rope_scaling") or text.get("rope_parameters")
     model_type = str(text.get("model_type") or cfg.get("model_type") or "")
     if isinstance(rope, dict) and "gemma3" not in model_type:
         rope_type = rope.get("rope_type") or rope.get("type") or "default"
         factor = rope.get("factor")
-        if (
-            rope_type not in ROPE_TYPES_NOT_SCALED
-            and isinstance(factor, (int, float))
-            and not isinstance(factor, bool)
-            and _finite(factor)
-        ):
-            length *= factor
-    if not _finite(length) or not 1 <= length <= MAX_FIELD:
-        _max_len_error(text, length)
-    return int(length)
+        if isinstance(factor, (int, float)) and not isinstance(factor, bool) and _finite(factor):
+            if rope_type not in ROPE_TYPES_NOT_SCALED:
+                length *= factor
+            if rope_type not in ROPE_TYPES_NOT_SCALED_0_29:
+                original = rope.get("original_max_position_embeddings")
+                if rope_type == "yarn" and isinstance(original, (int, float)) and not isinstance(original, bool):
+                    legacy = original
+                legacy *= factor
+    for value in (length, legacy):
+        if not _finite(value) or not 1 <= value <= MAX_FIELD:
+            _max_len_error(text, value)
+    return int(length), (None if int(legacy) == int(length) else int(legacy))
 
 
 def _max_len_error(text: dict, length: Any) -> NoReturn:
@@ -458,7 +467,7 @@ def spec_from_config(cfg: Any, *, name: str, source: str) -> ModelSpec:
         else:
             layers.append(LayerArch(i, kind, kv_heads, hd, hd_v, window=window))
 
-    max_len = derived_max_len(cfg, text)
+    max_len, max_len_yarn_original = derived_max_lens(cfg, text) or (None, None)
     if max_len is None:
         notes.append("config names no maximum length: vLLM assumes 2048")
         max_len = 2048
@@ -476,6 +485,7 @@ def spec_from_config(cfg: Any, *, name: str, source: str) -> ModelSpec:
         dtype=_dtype(text, cfg, notes),
         layers=tuple(layers),
         max_model_len=max_len,
+        max_model_len_yarn_original=max_len_yarn_original,
         mla=mla,
         notes=tuple(notes),
         arch=_arch(cfg, text, where),
