@@ -146,7 +146,9 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # the logged cache (6 with the cold default; LoRA on two T4 runs, WSL2, a 0.26 dev build): 79 of 94, median 0.6 %.
 # 9th held-out set (HELDOUT9.md, predicted at db706e9 after one fix made before any figure was read: the YaRN
 # max_model_len of 0.9.2-0.29): 7 runs of three sources, 5 within (the same with either cache state): 84 of 101.
-BOUND_HITS = 84
+# The multimodal encoder pass modelled (docs/vllm-budget.md 2.3.5): the LLaVA-NeXT run's available figure compared
+# from then on (+0.31, within; +0.44 without the term): 85 of 102.
+BOUND_HITS = 85
 BOUND_MAX_GIB = 5.4
 BOUND_WEIGHTS_GIB = 0.6  # gpt-oss-20b TP 2 (-0.58); every other row within 0.17
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kvcalc.app.mm_encoder import encoder_term
 from kvcalc.app.settings import Settings
 from kvcalc.core.budget_rules import (
     DEFAULT_SM_COUNT,
@@ -229,6 +230,15 @@ def _v2_runner(line: RuleLine, model: ModelSpec) -> bool:
     return line.v2_for_all or bool(runner_v2(line, model.arch.get("architectures")))
 
 
+def _with_encoder(act: int, how: str, encoder: tuple[int, int, str]) -> tuple[int, str]:
+    """The profile peak with the vision encoder's pass before the decoder's (app.mm_encoder): the larger
+    of the encoder phase and the decoder's peak with the encoder's outputs still allocated."""
+    phase, kept, what = encoder
+    if phase > act + kept:
+        return phase, f"{how}; the encoder pass is the peak: {what}"
+    return act + kept, f"{how}; + {what}" if kept else f"{how}; {what}"
+
+
 def _multimodal(model: ModelSpec) -> bool:
     """An encoder-decoder or multimodal model: an encoder profile pass kvcalc does not model, and the
     decoder's embeddings come in as inputs_embeds."""
@@ -441,7 +451,8 @@ def budget_inputs(
     over, over_src = _overhead(s, line, plan, gpu_name)
     graph, graph_src = _cudagraphs(s, line, shapes, plan, mnbt, seqs[0], model.arch)
     notes: list[str] = list(_ambiguous_gpu(s.gpu))
-    if _multimodal(model):
+    encoder = encoder_term(s, model, plan.tp, mnbt, seqs[0], max_model_len, shapes.dtype_bytes, not _v2_runner(line, model))
+    if _multimodal(model) and encoder is None:
         notes.append("the multimodal/encoder profile run is not modelled: pass --activation-bytes from vLLM's log")
     available, terms, acts, overs = [], [], [], []
     for stage, w in enumerate(weights):
@@ -452,6 +463,8 @@ def budget_inputs(
                 f"or a higher {named('gpu_memory_utilization')}"
             )
         act, act_src = _activation(s, line, model, shapes, plan, mnbt, seqs, stage)
+        if encoder is not None and stage == 0 and s.activation_bytes is None:
+            act, act_src = _with_encoder(act, act_src, encoder)
         state, state_how = (0, "") if s.overhead_bytes is not None else _runner_state(
             line, model, shapes, plan, mnbt, seqs[0], stage
         )

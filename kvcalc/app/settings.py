@@ -262,6 +262,14 @@ class Settings:
         kind=TEXT,
         panel=BUDGET,
     )
+    limit_mm_per_prompt: str | None = setting(
+        None,
+        "--limit-mm-per-prompt",
+        help='vLLM\'s per-prompt item limits as JSON, e.g. \'{"image": 2}\' (sizes the multimodal encoder\'s profile '
+        'pass; {"image": 0}: no encoder pass)',
+        kind=TEXT,
+        panel=BUDGET,
+    )
     num_gpu_blocks_override: int | None = setting(
         None, "--num-gpu-blocks-override", help="Force the number of blocks", kind=POSITIVE, panel=ENGINE
     )

@@ -412,6 +412,9 @@ def _arch(cfg: dict, text: dict, where: str) -> dict:
         for key in ("vision_feature_layer", "multimodal_projector_bias"):
             if key in cfg:
                 arch[key] = cfg[key]
+        # what sizes vLLM's dummy image (sources.vision)
+        keys = ("model_type", "image_grid_pinpoints", "vision_feature_select_strategy", "mm_tokens_per_image")
+        arch["wrapper"] = {k: cfg[k] for k in keys if k in cfg}
     return arch
 
 

@@ -1,0 +1,54 @@
+"""The multimodal encoder's pass in vLLM's profile run, from the settings (core.mm_budget, sources.vision)."""
+
+from __future__ import annotations
+
+import json
+
+from kvcalc.app.settings import Settings
+from kvcalc.core.mm_budget import LIMIT_DEFAULT, encoder_items, encoder_profile
+from kvcalc.core.model import ModelSpec
+from kvcalc.errors import PlanError, named
+from kvcalc.sources.vision import vision_tower
+
+MAX_LIMIT_TEXT = 4096
+
+
+def image_limit(s: Settings) -> int:
+    """Images per prompt from --limit-mm-per-prompt (vLLM's JSON: {"image": 2} or {"image": {"count": 2}});
+    999 where it names no image limit (vllm==0.22.0: config/multimodal.py:310-324)."""
+    text = s.limit_mm_per_prompt
+    if text is None:
+        return LIMIT_DEFAULT
+    flag = named("limit_mm_per_prompt")
+    if not isinstance(text, str) or len(text) > MAX_LIMIT_TEXT:
+        raise PlanError(f"{flag} takes vLLM's JSON, like '{{\"image\": 2}}'")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise PlanError(f"{flag} takes vLLM's JSON, like '{{\"image\": 2}}'; got {text[:40]!r}") from None
+    if not isinstance(data, dict):
+        raise PlanError(f"{flag} takes a JSON object of per-modality limits, like '{{\"image\": 2}}'")
+    value = data.get("image", LIMIT_DEFAULT)
+    if isinstance(value, dict):
+        value = value.get("count", LIMIT_DEFAULT)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1 << 20:
+        raise PlanError(f"{flag}: the image limit must be an integer from 0 to 2**20, got {value!r}")
+    return value
+
+
+def encoder_term(
+    s: Settings, model: ModelSpec, tp: int, mnbt: int, max_num_seqs: int, max_model_len: int, dtype_bytes: int,
+    images_kept: bool,
+) -> tuple[int, int, str] | None:
+    """(encoder-phase peak, bytes kept under the decoder's pass, how) for a vision tower kvcalc models;
+    None for a text model, a tower it does not model, or images turned off (limit 0: vLLM profiles no
+    encoder, vllm==0.22.0: multimodal/encoder_budget.py:72-79)."""
+    tower = vision_tower(model.arch)
+    if tower is None:
+        return None
+    limit = image_limit(s)
+    if limit == 0:
+        return 0, 0, "images off (--limit-mm-per-prompt): no encoder pass"
+    budget, items = encoder_items(tower, mnbt, max_num_seqs, max_model_len, limit)
+    phase, kept, how = encoder_profile(tower, items, tp, dtype_bytes, images_kept)
+    return phase, kept, f"encoder budget {budget} tokens, {how}"

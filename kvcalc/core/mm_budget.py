@@ -1,0 +1,79 @@
+"""The multimodal encoder's share of vLLM's profile run (docs/vllm-budget.md 2.3.5).
+
+Before the decoder's dummy forward, ``profile_run`` runs the vision encoder on the largest batch of
+dummy images the encoder budget admits, and keeps the outputs in the encoder cache until the decoder's
+forward and the dummy sampler are done (vllm==0.10.2: v1/worker/gpu_model_runner.py:2981-3042;
+vllm==0.22.0: :6104-6177; model runner V2, vllm==0.29.0: v1/worker/gpu/model_runner.py:851-882 and
+v1/worker/gpu/mm/encoder_runner.py:111-150). The allocated peak is therefore the larger of the encoder
+phase (images + the tower's widest layer) and the decoder phase with the encoder's outputs (and, where
+the batched images are a local of profile_run, the images) still allocated."""
+
+from __future__ import annotations
+
+from kvcalc.core.record import record
+from kvcalc.core.units import figure
+
+# vLLM's per-prompt limit of a modality the user does not name (vllm==0.22.0: config/multimodal.py:320-322)
+LIMIT_DEFAULT = 999
+
+
+@record
+class VisionTower:
+    """A vision encoder as vLLM profiles it: one dummy item of the largest feature size, repeated."""
+
+    family: str  # what kvcalc read it as ("LLaVA-NeXT, CLIP tower")
+    tokens_per_item: int  # decoder embeddings one item becomes (vLLM's max tokens per item)
+    tiles_per_item: int  # images the tower sees per item (LLaVA-NeXT: grid tiles + the base image)
+    patches_per_tile: int  # the tower's sequence per tile (CLIP: + the class token)
+    pixels_per_tile: int  # channels x height x width of one tile
+    hidden: int  # the tower's width
+    inter: int  # the tower's MLP width
+    text_hidden: int  # the decoder's width: the outputs kept in the encoder cache
+    projector_tokens_per_tile: int = 0  # tokens through a two-layer MLP projector to the decoder width
+
+
+def encoder_items(t: VisionTower, mnbt: int, max_num_seqs: int, max_model_len: int, limit: int) -> tuple[int, int]:
+    """(encoder budget in tokens, items profiled). Budget: compute budget and cache size are both
+    max(max_num_batched_tokens, tokens per item) (vllm==0.10.2: config/scheduler.py:218-219; vllm==0.22.0:
+    v1/core/encoder_cache_manager.py compute_mm_encoder_budget), the budget their minimum. Items
+    (vllm==0.22.0: multimodal/encoder_budget.py:139-176, chunked prefill on): max(1, min(budget // tokens
+    per item, max_num_seqs x max(1, min(limit per prompt, max_model_len // tokens per item))))."""
+    budget = max(mnbt, t.tokens_per_item)
+    per_prompt = max(1, min(limit, max_model_len // t.tokens_per_item))
+    return budget, max(1, min(budget // t.tokens_per_item, max_num_seqs * per_prompt))
+
+
+def encoder_profile(t: VisionTower, items: int, tp: int, dtype_bytes: int, images_kept: bool) -> tuple[int, int, str]:
+    """(encoder-phase peak, bytes kept under the decoder's forward, how), per GPU.
+
+    - Images: the processor's output is cast to the model dtype (vllm==0.22.0: multimodal/processing/
+      context.py:226-236; vllm==0.10.2: inputs/registry.py:165-176), tiles x channels x H x W.
+    - The tower's widest moment is a layer's MLP: the residual and the normed input (the caller keeps
+      both), fc1's output and the activation's, the MLP split by TP (vllm==0.22.0: models/siglip.py:433-
+      518; vllm==0.10.2: models/clip.py, the same layer order): sequence x (2 x width + 2 x MLP/TP).
+    - A two-layer projector (LLaVA: vllm==0.10.2 models/llava.py LlavaMultiModalProjector) holds the
+      features, its first output and activation (split by TP) and its full second output.
+    - Kept: the outputs, items x tokens x decoder width, in the encoder cache; and the batched images
+      where they are a local of V1's profile_run (``images_kept``; model runner V2 batches them inside
+      execute_mm_encoder, whose locals are gone by the decoder's pass)."""
+    dt = dtype_bytes
+    tiles = items * t.tiles_per_item
+    seq = tiles * t.patches_per_tile
+    images = tiles * t.pixels_per_tile * dt
+    layer = seq * (2 * t.hidden + 2 * (t.inter // tp)) * dt
+    ptoks = tiles * t.projector_tokens_per_tile
+    projector = ptoks * (t.hidden + t.text_hidden // tp + t.text_hidden) * dt
+    outputs = items * t.tokens_per_item * t.text_hidden * dt
+    phase = images + max(layer, projector)
+    kept = outputs + (images if images_kept else 0)
+    widest = (
+        f"tower MLP {seq} x (2 x {t.hidden} + 2 x {t.inter // tp}) x {dt} B = {figure(layer)}"
+        if layer >= projector
+        else f"projector {ptoks} x ({t.hidden} + {t.text_hidden // tp} + {t.text_hidden}) x {dt} B = {figure(projector)}"
+    )
+    how = (
+        f"{t.family}: {items} items x {t.tiles_per_item} tiles, images {figure(images)} + {widest}; "
+        f"outputs {items} x {t.tokens_per_item} x {t.text_hidden} x {dt} B = {figure(outputs)} kept"
+        + (" with the images" if images_kept else "")
+    )
+    return phase, kept, how

@@ -1,0 +1,58 @@
+"""The vision encoders kvcalc reads from a config, as vLLM profiles them (core.mm_budget).
+
+LLaVA 1.5 and LLaVA-NeXT (CLIP tower, MLP projector) and Gemma 3 (SigLIP tower) only: their largest
+dummy image follows from config.json alone. Others (Qwen2-VL/2.5-VL's max_pixels and video frames,
+Llama 4's tiles, Pixtral, InternVL...) need the preprocessor's config or are not read: None."""
+
+from __future__ import annotations
+
+from kvcalc.core.mm_budget import VisionTower
+
+LLAVA_TYPES = ("llava", "llava_next")
+
+
+def _pos(d: object, key: str) -> int | None:
+    v = d.get(key) if isinstance(d, dict) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 24 else None
+
+
+def vision_tower(arch: dict) -> VisionTower | None:
+    """The tower of a multimodal config, or None where kvcalc does not model it."""
+    v, wrapper = arch.get("vision_config"), arch.get("wrapper")
+    if not isinstance(wrapper, dict):
+        return None
+    model_type = wrapper.get("model_type")
+    hidden, inter = _pos(v, "hidden_size"), _pos(v, "intermediate_size")
+    size, patch = _pos(v, "image_size"), _pos(v, "patch_size")
+    text_hidden = _pos(arch, "hidden_size")
+    if None in (hidden, inter, size, patch, text_hidden) or size % patch:  # type: ignore[operator]
+        return None
+    assert hidden and inter and size and patch and text_hidden  # noqa: S101 - narrowed above
+    side = size // patch
+    pixels = 3 * size * size
+    if model_type == "gemma3":
+        # one 896 x 896 crop (pan-and-scan off by default: vllm==0.22.0 models/gemma3_mm.py:104-119, :194-210),
+        # mm_tokens_per_image embeddings after the 4 x 4 average pool; SigLIP has no class token
+        tokens = _pos(wrapper, "mm_tokens_per_image") or 256
+        return VisionTower("Gemma 3, SigLIP tower", tokens, 1, side * side, pixels, hidden, inter, text_hidden)
+    if model_type not in LLAVA_TYPES or wrapper.get("vision_feature_select_strategy", "default") != "default":
+        return None
+    base = side * side  # "default" drops CLIP's class token (vllm==0.10.2: models/llava.py _apply_feature_select_strategy)
+    if model_type == "llava":
+        return VisionTower("LLaVA, CLIP tower", base, 1, base + 1, pixels, hidden, inter, text_hidden, base)
+    # LLaVA-NeXT: the pinpoint with the most features; at an image of exactly that size no padding is
+    # removed, so grid rows x cols tiles of side x side features, a newline per feature row, and the base
+    # image (vllm==0.10.2: models/llava_next.py:90-176, get_image_size_with_most_features over the pinpoints)
+    best: tuple[int, int] | None = None
+    for pin in wrapper.get("image_grid_pinpoints") or ():
+        if not (isinstance(pin, list) and len(pin) == 2 and all(isinstance(x, int) and x > 0 for x in pin)):
+            return None
+        rows, cols = pin[0] // size, pin[1] // size
+        if rows * size != pin[0] or cols * size != pin[1]:
+            return None  # a pinpoint off the tile grid: the unpadding arithmetic is not modelled
+        tokens = side * rows * side * cols + side * rows + base
+        if best is None or tokens > best[0]:
+            best = (tokens, rows * cols + 1)
+    if best is None:
+        return None
+    return VisionTower("LLaVA-NeXT, CLIP tower", best[0], best[1], base + 1, pixels, hidden, inter, text_hidden, base)

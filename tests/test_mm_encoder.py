@@ -1,0 +1,92 @@
+"""The multimodal encoder's pass in vLLM's profile run (docs/vllm-budget.md 2.3.5): items from the encoder
+budget, the tower's widest layer, what stays allocated under the decoder's pass. Figures by hand below."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kvcalc.core.mm_budget import encoder_items, encoder_profile
+from kvcalc.sources.resolve import resolve
+from kvcalc.sources.vision import vision_tower
+
+GIB = 1 << 30
+LLAVA = str(Path(__file__).parent / "data" / "vllm-budget" / "configs" / "llava-v1.6-mistral-7b-hf.json")
+
+# Gemma-3-4b-it's shape (vision: SigLIP 1152 wide, MLP 4304, 896 px, 14 px patches; text 2560 wide)
+GEMMA3 = {
+    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "mm_tokens_per_image": 256,
+    "text_config": {
+        "model_type": "gemma3_text", "hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 34,
+        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 262208,
+        "max_position_embeddings": 131072, "sliding_window": 1024, "query_pre_attn_scalar": 256,
+    },
+    "vision_config": {
+        "model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304, "image_size": 896,
+        "patch_size": 14, "num_attention_heads": 16, "num_hidden_layers": 27,
+    },
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_llava_next_items_match_the_log():
+    # gh-llava-v1.6-mistral-7b-h100-0.10.2.log: "Encoder cache will be initialized with a budget of 16384 tokens,
+    # and profiled with 5 image items of the maximum feature size." (max_num_batched_tokens 16384, 256 seqs, 4096 len)
+    tower = vision_tower(resolve(LLAVA).spec.arch)
+    assert tower is not None
+    # the 672 x 672 pinpoint: 2 x 2 tiles of 24 x 24 features = 48 x 48, 48 newlines, 24 x 24 base features
+    assert tower.tokens_per_item == 48 * 48 + 48 + 576 == 2928
+    assert tower.tiles_per_item == 5 and tower.patches_per_tile == 577
+    assert encoder_items(tower, 16384, 256, 4096, 999) == (16384, 5)  # 16384 // 2928 = 5
+    phase, kept, _ = encoder_profile(tower, 5, 1, 2, images_kept=True)
+    images = 25 * 3 * 336 * 336 * 2  # 25 tiles in fp16
+    outputs = 5 * 2928 * 4096 * 2
+    assert kept == images + outputs == 16_934_400 + 119_930_880
+    assert phase == images + 25 * 577 * (2 * 1024 + 2 * 4096) * 2  # CLIP's MLP outgrows the projector
+    # model runner V2 batches the images inside execute_mm_encoder: only the outputs stay
+    assert encoder_profile(tower, 5, 1, 2, images_kept=False)[1] == outputs
+
+
+def test_llava_next_peak_in_the_budget(run_json):
+    base = (LLAVA, "--gpu", "H100-80GB", "--vllm-version", "0.10.2", "--max-model-len", "4096",
+            "--max-num-batched-tokens", "16384", "--tokens", "1000")
+    with_images = run_json("size", *base)["pool"]["activation_bytes"]
+    without = run_json("size", *base, "--limit-mm-per-prompt", '{"image": 0}')["pool"]["activation_bytes"]
+    assert with_images - without == 16_934_400 + 119_930_880  # the decoder's pass is the peak; these stay
+
+
+def test_gemma3_encoder_phase(tmp_path, run_json):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GEMMA3))
+    tower = vision_tower(resolve(str(path)).spec.arch)
+    assert tower is not None and tower.tokens_per_item == 256 and tower.patches_per_tile == 64 * 64
+    # A100-80GB on 0.19: 2048 batched tokens -> 2048 // 256 = 8 images of one 896 x 896 crop
+    assert encoder_items(tower, 2048, 256, 32768, 999) == (2048, 8)
+    assert encoder_items(tower, 2048, 256, 32768, 3) == (2048, 8)  # 256 seqs x 3 per prompt still allow 8
+    assert encoder_items(tower, 2048, 2, 32768, 1) == (2048, 2)  # 2 seqs x 1 image
+    phase, kept, _ = encoder_profile(tower, 8, 1, 2, images_kept=True)
+    images = 8 * 3 * 896 * 896 * 2
+    assert phase == images + 8 * 4096 * (2 * 1152 + 2 * 4304) * 2
+    assert kept == images + 8 * 256 * 2560 * 2
+    # TP 2 splits the MLP only
+    assert encoder_profile(tower, 8, 2, 2, True)[0] == images + 8 * 4096 * (2 * 1152 + 2 * 2152) * 2
+
+
+def test_limit_flag_is_checked(run, tmp_path):
+    for bad in ("{", "[1]", '{"image": -1}', '{"image": "x"}'):
+        code, _, err = run("size", LLAVA, "--gpu", "H100-80GB", "--tokens", "10", "--limit-mm-per-prompt", bad)
+        assert code == 2 and "--limit-mm-per-prompt" in err and "Traceback" not in err, bad
+
+
+def test_text_models_and_unread_towers_have_no_encoder_term(tmp_path):
+    assert vision_tower(resolve("llama-3.1-8b").spec.arch) is None
+    qwen_vl = {
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl", "hidden_size": 3584,
+        "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+        "vocab_size": 152064, "max_position_embeddings": 128000, "torch_dtype": "bfloat16",
+        "vision_config": {"hidden_size": 1280, "intermediate_size": 3420, "patch_size": 14, "depth": 32},
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(qwen_vl))
+    arch = resolve(str(path)).spec.arch
+    assert "vision_config" in arch and vision_tower(arch) is None  # max_pixels is the preprocessor's: not modelled
