@@ -90,3 +90,19 @@ def test_text_models_and_unread_towers_have_no_encoder_term(tmp_path):
     path.write_text(json.dumps(qwen_vl))
     arch = resolve(str(path)).spec.arch
     assert "vision_config" in arch and vision_tower(arch) is None  # max_pixels is the preprocessor's: not modelled
+
+
+def test_gemma3_siglip_weights(tmp_path):
+    from kvcalc.core.weights import gemma3_siglip_params
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GEMMA3))
+    arch = resolve(str(path)).spec.arch
+    # one SigLIP layer: qkv 1152 x 3456 + bias, out 1152 x 1152 + bias, fc1/fc2 1152 x 4304 + biases, 2 LayerNorms
+    layer = 1152 * 3456 + 3456 + 1152 * 1152 + 1152 + 2 * 1152 * 4304 + 4304 + 1152 + 4 * 1152
+    embeddings = 3 * 14 * 14 * 1152 + 1152 + 64 * 64 * 1152  # patch conv with bias, 4096 positions
+    projector = 1152 * 2560 + 1152  # mm_input_projection_weight + the soft-embedding RMSNorm
+    assert gemma3_siglip_params(arch, 2560, 1) == 27 * layer + embeddings + 2 * 1152 + projector == 419_816_304
+    # TP 2 halves qkv, out's input, fc1's output and fc2's input (biases of the column-split layers too)
+    half = 1152 * 1728 + 1728 + 576 * 1152 + 1152 + 2 * 1152 * 2152 + 2152 + 1152 + 4 * 1152
+    assert gemma3_siglip_params(arch, 2560, 2) == 27 * half + embeddings + 2 * 1152 + projector

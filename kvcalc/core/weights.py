@@ -298,6 +298,25 @@ def llava_clip_params(a: dict, text_hidden: int, tp: int) -> int:
     return layers * layer + embeddings + projector + newline
 
 
+def gemma3_siglip_params(a: dict, text_hidden: int, tp: int) -> int:
+    """Parameters on one TP rank of Gemma 3's SigLIP tower and projector (vllm==0.22.0: models/gemma3_mm.py:
+    515-521). SigLIP (models/siglip.py): every layer built, each as _vit_layer_params (qkv_proj and out_proj,
+    fc1/fc2 with biases, TP-sharded: disable_tp only in the encoder's data-parallel mode, :388-404; two
+    LayerNorms); the patch Conv2d with bias and one position embedding per patch (:284-307); post_layernorm,
+    kept when every layer is built (:717-724); no head (vision_use_head false). Projector (gemma3_mm.py:
+    420-441): mm_input_projection_weight vision x text hidden, whole, and a Gemma RMSNorm over the vision
+    width."""
+    v, wrapper = a.get("vision_config"), a.get("wrapper")
+    if not isinstance(v, dict) or not isinstance(wrapper, dict) or wrapper.get("model_type") != "gemma3":
+        return 0
+    h, inter = _get(v, "hidden_size", default=1152), _get(v, "intermediate_size", default=4304)
+    heads, patch = max(_get(v, "num_attention_heads", default=16), 1), max(_get(v, "patch_size", default=14), 1)
+    layers = _get(v, "num_hidden_layers", default=27)
+    side = _get(v, "image_size", default=896) // patch
+    embeddings = _get(v, "num_channels", default=3) * patch * patch * h + h + side * side * h
+    return layers * _vit_layer_params(h, heads, inter, tp) + embeddings + 2 * h + h * text_hidden + h
+
+
 def _stage_extras(model: ModelSpec, a: dict, tp: int, dt: int) -> tuple[int, int, str]:
     """Bytes every PP stage holds besides its decoder layers (the RoPE table, Llama 4's vision tower,
     which vLLM builds on every rank: mllama4.py:758-770; LLaVA's CLIP tower, likewise: vllm==0.10.2
@@ -310,6 +329,10 @@ def _stage_extras(model: ModelSpec, a: dict, tp: int, dt: int) -> tuple[int, int
         tower = llama4_vision_params(vision, h, tp) * dt
         how = ", ".join(x for x in (how, f"vision tower + projector {tower:,} B (TP-sharded)") if x)
         return table + tower, llama4_vision_params(vision, h, 1), how
+    siglip = gemma3_siglip_params(a, h, tp) * dt
+    if siglip:
+        how = ", ".join(x for x in (how, f"SigLIP vision tower + projector {siglip:,} B (TP-sharded)") if x)
+        return table + siglip, gemma3_siglip_params(a, h, 1), how
     clip = llava_clip_params(a, h, tp) * dt
     if clip:
         how = ", ".join(x for x in (how, f"CLIP vision tower + projector {clip:,} B (TP-sharded)") if x)
