@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kvcalc.app.lora_budget import with_lora
 from kvcalc.app.mm_encoder import encoder_term
 from kvcalc.app.settings import Settings
 from kvcalc.core.budget_rules import (
@@ -123,10 +124,9 @@ def _weights(
     s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, dtype_bytes: int = 0, marlin: bool = False,
     vllm_extras: bool = True,
 ) -> tuple[tuple[int, ...], str]:
-    """Weights on one GPU of each PP stage, and their source. ``dtype_bytes``: the model dtype's
-    size after --dtype (the cache settings carry it). ``marlin``: the release loads MXFP4 experts
-    through its Marlin kernel on this GPU (budget_rules.mxfp4_marlin). ``vllm_extras``: vLLM's RoPE
-    table and Llama 4 vision tower (kvcalc.core.weights.estimate_weights); SGLang passes False."""
+    """Weights on one GPU of each PP stage, and their source. ``dtype_bytes``: the model dtype's size after
+    --dtype. ``marlin``: the release loads MXFP4 experts through its Marlin kernel on this GPU
+    (budget_rules.mxfp4_marlin). ``vllm_extras``: vLLM's RoPE table and vision towers; SGLang passes False."""
     quant = _quantization(s)
     dtype = None
     if s.dtype not in (None, "auto") and dtype_bytes and dtype_bytes != MODEL_DTYPES[model.dtype]:
@@ -444,7 +444,7 @@ def budget_inputs(
     # vLLM request_memory: ceil(total x utilization) from 0.14; the float product before
     requested = math.ceil(total * util) if line.request_ceil else int(total * util)
     marlin = mxfp4_marlin(line, _sm(s, gpu_name))
-    weights, src = _weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, marlin)
+    weights, src = with_lora(s, model, plan, *_weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, marlin), cache.mamba_dtype_bytes)
     mnbt = common["max_num_batched_tokens"]
     shapes = _shapes(model, cache)
     seqs = _max_num_seqs(s, line, total, gpu_name)

@@ -232,6 +232,14 @@ class Settings:
     enforce_eager: bool = setting(
         False, "--enforce-eager", help="No CUDA graphs: the CUDA-graph term is 0", kind=BOOL, panel=ENGINE
     )
+    enable_lora: bool = setting(
+        False, "--enable-lora", help="LoRA adapters: vLLM's stacked adapter buffers join the weights term", kind=BOOL, panel=ENGINE
+    )
+    max_loras: int | None = setting(None, "--max-loras", help="LoRA adapters per batch (vLLM default 1)", kind=POSITIVE, panel=ENGINE)
+    max_lora_rank: int | None = setting(
+        None, "--max-lora-rank", help="Largest LoRA rank (vLLM default 16; 1, 8, 16, 32, 64, 128, 256, 320, 512)",
+        kind=POSITIVE, panel=ENGINE,
+    )
     cudagraph_capture_sizes: str | None = setting(
         None,
         "--cudagraph-capture-sizes",
