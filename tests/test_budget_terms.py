@@ -419,3 +419,29 @@ def test_the_cuda_graph_estimate_of_a_release_that_does_not_subtract_it_is_not_c
         predicted, sources = predict(resolve("llama-3.1-8b").spec, s)
         rows = compare({"cudagraph_gib": 0.84, "available_kv_gib": 58.11}, predicted, sources)
         assert [r.term for r in rows] == (["cudagraphs", "available"] if kept else ["available"]), version
+
+
+def _parameters(model: str) -> int:
+    from kvcalc.core.plan import ParallelPlan
+    from kvcalc.core.weights import estimate_weights
+    from kvcalc.sources.resolve import resolve
+
+    return estimate_weights(resolve(model).spec, ParallelPlan()).parameters
+
+
+def test_tied_lm_head_by_the_config_class_default(tmp_path: Path) -> None:
+    """Gemma 3, StarCoder2 and Falcon configs that leave out tie_word_embeddings are tied (their transformers
+    config classes default it to True; vLLM ties on it), so the LM head adds no parameters."""
+    cfg = json.loads((Path(__file__).parent.parent / "presets" / "gemma-3-1b-it.json").read_text())
+    cfg = cfg.get("config", cfg)
+    assert "tie_word_embeddings" not in cfg
+    absent, untied = tmp_path / "absent.json", tmp_path / "untied.json"
+    absent.write_text(json.dumps(cfg))
+    untied.write_text(json.dumps({**cfg, "tie_word_embeddings": False}))
+    assert _parameters(str(untied)) - _parameters(str(absent)) == cfg["vocab_size"] * cfg["hidden_size"]
+    # falcon-7b by hand: per layer query_key_value 4544 x (4544 + 2 x 64) (multi-query), dense 4544 x 4544, a plain
+    # GELU MLP 4544 x 18176 x 2, one LayerNorm (weight + bias); the tied 65024 x 4544 embedding; the final LayerNorm
+    layer = 4544 * (4544 + 128) + 4544 * 4544 + 2 * 4544 * 18176 + 2 * 4544
+    by_hand = 32 * layer + 65024 * 4544 + 2 * 4544
+    assert by_hand == 6_921_720_704
+    assert abs(_parameters("falcon-7b") - by_hand) <= 2 * 4544  # kvcalc counts one vector for the final norm

@@ -81,7 +81,9 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
     inter = _get(a, "intermediate_size", "ffn_dim", "d_ff", "n_inner", default=4 * h)
     # Llama 4's dense layers take intermediate_size_mlp (vllm==0.19.0: model_executor/models/llama4.py:356-363)
     dense_inter = _get(a, "intermediate_size_mlp", default=inter) if model.model_type in LLAMA4_TYPES else inter
-    gated = not (str(a.get("hidden_act") or a.get("activation_function") or "").startswith("gelu") and model.model_type in ("starcoder2", "whisper"))
+    # Falcon's MLP is dense_h_to_4h, GELU, dense_4h_to_h (vllm==0.22.0: models/falcon.py:235-250), never gated
+    plain = str(a.get("hidden_act") or a.get("activation_function") or "").startswith("gelu") and model.model_type in ("starcoder2", "whisper")
+    gated = not (plain or model.model_type == "falcon")
     mlp_mult = 3 if gated else 2
     experts = _get(a, "n_routed_experts", "num_experts", "num_local_experts")
     moe_layer = experts > 0
@@ -110,6 +112,12 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
 
 
 ALWAYS_TIED = ("gemma", "gemma2")
+# config classes whose tie_word_embeddings defaults to True when config.json leaves the key out (transformers 5.24:
+# models/gemma3/configuration_gemma3.py:88, :212; starcoder2/configuration_starcoder2.py:80; falcon/
+# configuration_falcon.py:88; PretrainedConfig's own default), and vLLM's model code ties on it (vllm==0.22.0:
+# models/gemma3.py:476-477, starcoder2.py:320, falcon.py:495-502). Llama, Qwen, Mistral, Phi-3, OLMo, gpt-oss,
+# DeepSeek and the others kvcalc reads default to False.
+TIED_BY_DEFAULT = ("gemma3", "gemma3_text", "starcoder2", "falcon")
 LLAMA4_TYPES = ("llama4_text", "llama4")
 # Model types whose vLLM model file passes config.max_position_embeddings to get_rope without a dtype
 # (vllm==0.19.0: model_executor/models/llama.py:268, :247; llama4.py:333, :248-253; qwen2.py:269;
@@ -399,7 +407,9 @@ def _estimate(
     # Gemma and Gemma 2 share the embedding as the LM head whatever the config says: vLLM asserts
     # tie_word_embeddings and has no lm_head parameter (vllm==0.19.0: model_executor/models/
     # gemma2.py:391-392, logits from embed_tokens at :423; gemma.py:385-386)
-    tied = bool(a.get("tie_word_embeddings", False)) or a.get("model_type") in ALWAYS_TIED
+    tie = a.get("tie_word_embeddings")
+    tied = bool(tie) if tie is not None else a.get("model_type") in TIED_BY_DEFAULT
+    tied = tied or a.get("model_type") in ALWAYS_TIED
     kv_replicated = (not model.mla) and model.num_kv_heads and tp > model.num_kv_heads
     total = 0.0
     per_layer_bytes = []
