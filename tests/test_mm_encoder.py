@@ -106,3 +106,28 @@ def test_gemma3_siglip_weights(tmp_path):
     # TP 2 halves qkv, out's input, fc1's output and fc2's input (biases of the column-split layers too)
     half = 1152 * 1728 + 1728 + 576 * 1152 + 1152 + 2 * 1152 * 2152 + 2152 + 1152 + 4 * 1152
     assert gemma3_siglip_params(arch, 2560, 2) == 27 * half + embeddings + 2 * 1152 + projector
+
+
+def test_gemma3_items_count_the_placeholder_up_to_0_12(tmp_path):
+    # Two public Gemma 3 logs on 0.11: "budget of 8192 tokens, and profiled with 31 image items" (gemma-3-27b-it,
+    # find_string id 9297248278) and "budget of 2048 tokens ... 7 image items" (medgemma-4b-it, id 61758073700).
+    # 0.10-0.12 count the whole placeholder, "\n\n<start_of_image>" + 256 image tokens + "<end_of_image>\n\n"
+    # = 260 tokens: 8192 // 260 = 31, 2048 // 260 = 7. From 0.13 the 256 embeddings: 32 and 8.
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GEMMA3))
+    tower = vision_tower(resolve(str(path)).spec.arch)
+    assert tower is not None
+    assert encoder_items(tower, 8192, 1024, 4096, 2, placeholder=True) == (8192, 31)
+    assert encoder_items(tower, 2048, 8, 4096, 999, placeholder=True) == (2048, 7)
+    assert encoder_items(tower, 8192, 1024, 4096, 2) == (8192, 32)
+    assert encoder_items(tower, 2048, 8, 4096, 999) == (2048, 8)
+
+
+def test_the_release_picks_the_count(tmp_path, run_json):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GEMMA3))
+    base = (str(path), "--gpu", "A100-80GB", "--max-model-len", "4096", "--max-num-batched-tokens", "2048",
+            "--max-num-seqs", "8", "--tokens", "100")
+    for release, items in (("0.11.0", 7), ("0.12.0", 7), ("0.13.0", 8), ("0.19.0", 8)):
+        text = json.dumps(run_json("size", *base, "--vllm-version", release))
+        assert f"SigLIP tower: {items} items" in text, release

@@ -451,7 +451,7 @@ def budget_inputs(
     over, over_src = _overhead(s, line, plan, gpu_name)
     graph, graph_src = _cudagraphs(s, line, shapes, plan, mnbt, seqs[0], model.arch)
     notes: list[str] = list(_ambiguous_gpu(s.gpu))
-    encoder = encoder_term(s, model, plan.tp, mnbt, seqs[0], max_model_len, shapes.dtype_bytes, not _v2_runner(line, model))
+    encoder = encoder_term(s, model, line, plan.tp, mnbt, seqs[0], max_model_len, shapes.dtype_bytes, _v2_runner(line, model))
     if _multimodal(model) and encoder is None:
         notes.append("the multimodal/encoder profile run is not modelled: pass --activation-bytes from vLLM's log")
     available, terms, acts, overs = [], [], [], []

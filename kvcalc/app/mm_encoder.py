@@ -7,6 +7,7 @@ import json
 from kvcalc.app.settings import Settings
 from kvcalc.core.mm_budget import LIMIT_DEFAULT, encoder_items, encoder_profile
 from kvcalc.core.model import ModelSpec
+from kvcalc.core.vllm_rules import RuleLine
 from kvcalc.errors import PlanError, named
 from kvcalc.sources.vision import vision_tower
 
@@ -37,18 +38,19 @@ def image_limit(s: Settings) -> int:
 
 
 def encoder_term(
-    s: Settings, model: ModelSpec, tp: int, mnbt: int, max_num_seqs: int, max_model_len: int, dtype_bytes: int,
-    images_kept: bool,
+    s: Settings, model: ModelSpec, line: RuleLine, tp: int, mnbt: int, max_num_seqs: int, max_model_len: int,
+    dtype_bytes: int, v2_runner: bool,
 ) -> tuple[int, int, str] | None:
     """(encoder-phase peak, bytes kept under the decoder's pass, how) for a vision tower kvcalc models;
     None for a text model, a tower it does not model, or images turned off (limit 0: vLLM profiles no
-    encoder, vllm==0.22.0: multimodal/encoder_budget.py:72-79)."""
+    encoder, vllm==0.22.0: multimodal/encoder_budget.py:72-79). Model runner V2 does not keep the batched
+    images under the decoder's pass; up to 0.12 the budget counts whole placeholders."""
     tower = vision_tower(model.arch)
     if tower is None:
         return None
     limit = image_limit(s)
     if limit == 0:
         return 0, 0, "images off (--limit-mm-per-prompt): no encoder pass"
-    budget, items = encoder_items(tower, mnbt, max_num_seqs, max_model_len, limit)
-    phase, kept, how = encoder_profile(tower, items, tp, dtype_bytes, images_kept)
+    budget, items = encoder_items(tower, mnbt, max_num_seqs, max_model_len, limit, line.mm_budget_placeholder)
+    phase, kept, how = encoder_profile(tower, items, tp, dtype_bytes, not v2_runner)
     return phase, kept, f"encoder budget {budget} tokens, {how}"

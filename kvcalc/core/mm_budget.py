@@ -30,17 +30,22 @@ class VisionTower:
     inter: int  # the tower's MLP width
     text_hidden: int  # the decoder's width: the outputs kept in the encoder cache
     projector_tokens_per_tile: int = 0  # tokens through a two-layer MLP projector to the decoder width
+    placeholder_tokens: int = 0  # prompt tokens of one item's placeholder, when more than its embeddings
 
 
-def encoder_items(t: VisionTower, mnbt: int, max_num_seqs: int, max_model_len: int, limit: int) -> tuple[int, int]:
-    """(encoder budget in tokens, items profiled). Budget: compute budget and cache size are both
+def encoder_items(
+    t: VisionTower, mnbt: int, max_num_seqs: int, max_model_len: int, limit: int, placeholder: bool = False
+) -> tuple[int, int]:
+    """(encoder budget in tokens, items profiled). Tokens per item: the embeddings from 0.13, the whole
+    placeholder up to 0.12 (``placeholder``; RuleLine.mm_budget_placeholder). Budget: compute budget and cache size are both
     max(max_num_batched_tokens, tokens per item) (vllm==0.10.2: config/scheduler.py:218-219; vllm==0.22.0:
     v1/core/encoder_cache_manager.py compute_mm_encoder_budget), the budget their minimum. Items
     (vllm==0.22.0: multimodal/encoder_budget.py:139-176, chunked prefill on): max(1, min(budget // tokens
     per item, max_num_seqs x max(1, min(limit per prompt, max_model_len // tokens per item))))."""
-    budget = max(mnbt, t.tokens_per_item)
-    per_prompt = max(1, min(limit, max_model_len // t.tokens_per_item))
-    return budget, max(1, min(budget // t.tokens_per_item, max_num_seqs * per_prompt))
+    tokens = t.placeholder_tokens if placeholder and t.placeholder_tokens else t.tokens_per_item
+    budget = max(mnbt, tokens)
+    per_prompt = max(1, min(limit, max_model_len // tokens))
+    return budget, max(1, min(budget // tokens, max_num_seqs * per_prompt))
 
 
 def encoder_profile(t: VisionTower, items: int, tp: int, dtype_bytes: int, images_kept: bool) -> tuple[int, int, str]:

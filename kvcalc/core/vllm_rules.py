@@ -208,6 +208,10 @@ class RuleLine:
     # vllm==0.9.2: config.py:3470-3480); from 0.30 those types are taken as already scaled (vllm==0.30.0 and
     # 0.33.0: config/model.py, "YaRN variants leave max_position_embeddings already scaled")
     yarn_len_from_original: bool = False
+    # the multimodal encoder budget counts an item's whole prompt placeholder (PlaceholderRange.length: vllm==0.12.0
+    # multimodal/registry.py get_max_tokens_per_item_by_modality -> profiling.get_mm_max_contiguous_tokens; the same
+    # in 0.10.2 and 0.11.0); from 0.13 only its embeddings (vllm==0.13.0: profiler.get_mm_max_tokens, num_embeds)
+    mm_budget_placeholder: bool = False
 
     @property
     def label(self) -> str:
@@ -268,6 +272,7 @@ _BASE = dict(
     nvls_min_gpus=2,
     allreduce_fusion=True,
     yarn_len_from_original=False,
+    mm_budget_placeholder=False,
 )
 
 
@@ -312,7 +317,7 @@ _V0_13 = dict(
     sampler_path=SAMPLER_NATIVE, sampler_bytes=38, moe_workspace_kept=False, topk_sm_buffer=False,
     allreduce_fusion=False,
 )
-_V0_12 = dict(_V0_13, docs_url=False)
+_V0_12 = dict(_V0_13, docs_url=False, mm_budget_placeholder=True)
 _V0_11_2 = dict(
     _V0_12, group_ratio=0, sampler_path=SAMPLER_NATIVE_OR_FI, mxfp4_kernel=MXFP4_NO_TRITON_KERNELS, compile_examples=False
 )

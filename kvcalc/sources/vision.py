@@ -33,8 +33,11 @@ def vision_tower(arch: dict) -> VisionTower | None:
     if model_type == "gemma3":
         # one 896 x 896 crop (pan-and-scan off by default: vllm==0.22.0 models/gemma3_mm.py:104-119, :194-210),
         # mm_tokens_per_image embeddings after the 4 x 4 average pool; SigLIP has no class token
+        # the prompt placeholder is "\n\n<start_of_image>" + the image tokens + "<end_of_image>\n\n" (transformers
+        # Gemma3Processor.full_image_sequence), 4 tokens more with Gemma's single "\n\n" token: 0.10-0.12 budget by it
+        # (two public logs: 31 items at 8192 batched tokens, 7 at 2048 = 8192 // 260, 2048 // 260)
         tokens = _pos(wrapper, "mm_tokens_per_image") or 256
-        return VisionTower("Gemma 3, SigLIP tower", tokens, 1, side * side, pixels, hidden, inter, text_hidden)
+        return VisionTower("Gemma 3, SigLIP tower", tokens, 1, side * side, pixels, hidden, inter, text_hidden, 0, tokens + 4)
     if model_type not in LLAVA_TYPES or wrapper.get("vision_feature_select_strategy", "default") != "default":
         return None
     base = side * side  # "default" drops CLIP's class token (vllm==0.10.2: models/llava.py _apply_feature_select_strategy)
