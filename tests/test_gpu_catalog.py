@@ -13,7 +13,7 @@ from kvcalc.core.gpus import CATALOG, GIB, Gpu
 
 SOURCES = Path(__file__).parent / "data" / "gpu-totals" / "SOURCES.md"
 # Entries whose CUDA figure has no citable URL yet (kvcalc's own measurement, or the earlier run notes).
-NO_URL_YET = {"H100-80GB", "A100-80GB", "H200", "L40S"}
+NO_URL_YET = {"H100-80GB", "A100-80GB", "H200", "L40S", "H100-PCIe"}
 
 
 def _rows() -> list[dict[str, str]]:
@@ -87,7 +87,7 @@ def test_cuda_figures_sit_under_the_nvidia_smi_totals_they_replace() -> None:
     # nvidia-smi's totals (MiB) for the cards this change moved to CUDA figures: an upper bound.
     smi = {"H100-NVL": 95830, "B200": 183359, "A100-40GB": 40960, "T4": 15360, "RTX-5090": 32607,
            "RTX-4090": 24564, "RTX-3090": 24576, "RTX-A6000": 49140, "RTX-6000-Ada": 46068, "RTX-3060": 12288,
-           "L4": 23034, "A10G": 23028, "H20": 97871}
+           "L4": 23034, "A10G": 23028, "H20": 97871, "H100-PCIe": 81559}
     for name, mib in smi.items():
         gpu = next(g for g in CATALOG if g.name == name)
         assert 0 < mib * 2**20 - gpu.memory_bytes < 2 * GIB, name

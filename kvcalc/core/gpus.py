@@ -47,7 +47,9 @@ class Gpu:
 CATALOG: tuple[Gpu, ...] = (
     Gpu("H100-80GB", _gib(79.18), _ISSUE14 + "; vLLM 0.6 logs on H100 print total_gpu_memory 79.22GiB (PR 12126)",
         ("H100", "H100-SXM", "H100-SXM5-80GB", "H100-80GB-HBM3"), True, sm=90, nvswitch=True, sms=132),
-    Gpu("H100-PCIe", 81559 * MIB, _SMI, ("H100-PCIE-80GB",), sm=90, sms=114),
+    Gpu("H100-PCIe", _gib(79.19), "torch OOM 'GPU 0 has a total capacity of 79.19 GiB' printed after 'device model=NVIDIA "
+        "H100 PCIe' in a public training log (search-index file 62670082324, no repository URL)", ("H100-PCIE-80GB",), True,
+        sm=90, sms=114),
     Gpu("H100-NVL", _gib(93.00), _oom("93.00", "github.com/ali-vilab/VACE/issues/56"), ("H100NVL",), True, sm=90, sms=132),
     Gpu("H200", _gib(139.80), "vLLM log 'Free memory on device (137.64/139.8 GiB) on startup' on H200 "
         "(public run notes, no URL found yet; torch OOM messages on 8xH200 print 139.80)", ("H200-141GB", "H200-SXM"), True, sm=90, nvswitch=True, sms=132),
