@@ -73,7 +73,7 @@ def test_gemma3_encoder_phase(tmp_path, run_json):
 
 
 def test_limit_flag_is_checked(run, tmp_path):
-    for bad in ("{", "[1]", '{"image": -1}', '{"image": "x"}'):
+    for bad in ("{", "[1]", '{"image": -1}', '{"image": "x"}', "[" * 2000 + "]" * 2000, "x" * 5000):
         code, _, err = run("size", LLAVA, "--gpu", "H100-80GB", "--tokens", "10", "--limit-mm-per-prompt", bad)
         assert code == 2 and "--limit-mm-per-prompt" in err and "Traceback" not in err, bad
 

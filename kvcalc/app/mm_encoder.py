@@ -25,7 +25,7 @@ def image_limit(s: Settings) -> int:
         raise PlanError(f"{flag} takes vLLM's JSON, like '{{\"image\": 2}}'")
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise PlanError(f"{flag} takes vLLM's JSON, like '{{\"image\": 2}}'; got {text[:40]!r}") from None
     if not isinstance(data, dict):
         raise PlanError(f"{flag} takes a JSON object of per-modality limits, like '{{\"image\": 2}}'")
@@ -45,10 +45,10 @@ def encoder_term(
     None for a text model, a tower it does not model, or images turned off (limit 0: vLLM profiles no
     encoder, vllm==0.22.0: multimodal/encoder_budget.py:72-79). Model runner V2 does not keep the batched
     images under the decoder's pass; up to 0.12 the budget counts whole placeholders."""
+    limit = image_limit(s)  # checked for every model
     tower = vision_tower(model.arch)
     if tower is None:
         return None
-    limit = image_limit(s)
     if limit == 0:
         return 0, 0, "images off (--limit-mm-per-prompt): no encoder pass"
     budget, items = encoder_items(tower, mnbt, max_num_seqs, max_model_len, limit, line.mm_budget_placeholder)
