@@ -16,6 +16,7 @@ Embeddings, LM head and norms stay in the model dtype.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 
 from kvcalc.core.dtypes import MODEL_DTYPES
@@ -333,18 +334,18 @@ def _stage_extras(model: ModelSpec, a: dict, tp: int, dt: int) -> tuple[int, int
     has no such setting and counts it."""
     table, how = rope_table_bytes(model, a, dt)
     vision, h = a.get("vision_config"), _get(a, "hidden_size")
-    if model.model_type in LLAMA4_TYPES and isinstance(vision, dict):
-        tower = llama4_vision_params(vision, h, tp) * dt
-        how = ", ".join(x for x in (how, f"vision tower + projector {tower:,} B (TP-sharded)") if x)
-        return table + tower, llama4_vision_params(vision, h, 1), how
-    siglip = gemma3_siglip_params(a, h, tp) * dt
-    if siglip:
-        how = ", ".join(x for x in (how, f"SigLIP vision tower + projector {siglip:,} B (TP-sharded)") if x)
-        return table + siglip, gemma3_siglip_params(a, h, 1), how
-    clip = llava_clip_params(a, h, tp) * dt
-    if clip:
-        how = ", ".join(x for x in (how, f"CLIP vision tower + projector {clip:,} B (TP-sharded)") if x)
-    return table + clip, llava_clip_params(a, h, 1), how
+    llama4 = model.model_type in LLAMA4_TYPES and isinstance(vision, dict)
+    towers: tuple[tuple[str, Callable[[int], int]], ...] = (
+        ("vision tower", lambda t: llama4_vision_params(vision, h, t) if llama4 else 0),  # type: ignore[arg-type]
+        ("SigLIP vision tower", lambda t: gemma3_siglip_params(a, h, t)),
+        ("CLIP vision tower", lambda t: llava_clip_params(a, h, t)),
+    )
+    for label, params in towers:
+        tower = params(tp) * dt
+        if tower:
+            how = ", ".join(x for x in (how, f"{label} + projector {tower:,} B (TP-sharded)") if x)
+            return table + tower, params(1), how
+    return table, 0, how
 
 
 def estimate_weights(
