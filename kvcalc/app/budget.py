@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kvcalc.app.cudagraph_budget import cudagraph_term
 from kvcalc.app.lora_budget import with_lora
 from kvcalc.app.mm_encoder import encoder_term
 from kvcalc.app.settings import Settings
@@ -16,9 +17,7 @@ from kvcalc.core.budget_rules import (
     SAMPLERS,
     V2_DUMMY_SAMPLER_BYTES,
     Shapes,
-    capture_sizes,
     compile_examples,
-    cudagraph_estimate,
     default_max_num_seqs,
     forward_per_token,
     moe_workspace,
@@ -346,28 +345,6 @@ def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan, gpu_name: str | N
     return non_torch(line, plan.tp, plan.pp, sm=gpu.sm if gpu else 0, nvswitch=gpu is not None and gpu.nvswitch)
 
 
-def _cudagraphs(
-    s: Settings, line: RuleLine, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: int, arch: dict
-) -> tuple[int, str]:
-    graph = _size(s.cudagraph_bytes, named("cudagraph_bytes"))
-    if graph is not None:
-        return graph, "--cudagraph-bytes"
-    if s.enforce_eager:
-        return 0, "--enforce-eager: no CUDA graphs"
-    if not line.cudagraphs_subtracted:
-        return 0, f"vLLM {line.label} does not subtract CUDA graphs (captured after sizing, out of the 1 - utilization headroom)"
-    v2 = runner_v2(line, arch.get("architectures"))
-    if v2:  # vllm==0.24.0: v1/worker/gpu/model_runner.py:684-686 (0.22.0: :620-622; 0.25.0: :680-682)
-        return 0, f"model runner V2 (vLLM {line.label} default for {v2}) estimates no CUDA-graph memory (profile_cudagraph_memory returns 0)"
-    if s.cudagraph_capture_sizes:
-        sizes = tuple(sorted({int(x) for x in str(s.cudagraph_capture_sizes).split(",") if x.strip()}))
-        if not sizes or min(sizes) < 1:
-            raise PlanError(f"{named('cudagraph_capture_sizes')} must be positive integers, got {s.cudagraph_capture_sizes!r}")
-    else:
-        sizes = capture_sizes(seqs, mnbt)
-    return cudagraph_estimate(shapes, plan.tp, sizes, seqs)
-
-
 def _ambiguous_gpu(asked: str | None) -> tuple[str, ...]:
     """A short alias that other cards' names also start with (--gpu A100) says what it means."""
     if asked is None or asked.strip().lower() == "auto":
@@ -449,7 +426,7 @@ def budget_inputs(
     shapes = _shapes(model, cache)
     seqs = _max_num_seqs(s, line, total, gpu_name)
     over, over_src = _overhead(s, line, plan, gpu_name)
-    graph, graph_src = _cudagraphs(s, line, shapes, plan, mnbt, seqs[0], model.arch)
+    graph, graph_src = cudagraph_term(s, line, shapes, model, plan, mnbt, seqs[0], _sm(s, gpu_name))
     notes: list[str] = list(_ambiguous_gpu(s.gpu))
     encoder = encoder_term(s, model, line, plan.tp, mnbt, seqs[0], max_model_len, shapes.dtype_bytes, _v2_runner(line, model))
     if _multimodal(model) and encoder is None:

@@ -64,6 +64,15 @@ CUDA_CONTEXT = 512 * MIB
 # every captured graph: vLLM counts at least 1 MiB (gpu_model_runner.profile_cudagraph_memory);
 # kvcalc assumes 2 MiB of graph objects and pool growth per graph beyond the first
 PER_GRAPH = 2 * MIB
+# FlashAttention 3 (Hopper) in FULL CUDA graphs: vLLM fixes num_splits at
+# attention_config.flash_attn_max_num_splits_for_cuda_graph (default 32; vllm==0.20.1: config/attention.py:27,
+# v1/attention/backends/flash_attn.py:372-374, used for batches up to max_cudagraph_capture_size, :430-440), and
+# FA3's mha_fwd then allocates out_accum [splits, heads, total_q, head_dim_v] and softmax_lse_accum
+# [splits, heads, total_q], both fp32, for every call (vllm-project/flash-attention, commit 01ed8aa:
+# hopper/flash_api.cpp, mha_fwd "if (params.num_splits > 1)"); splits are turned off above 992 requests
+# (PREPARE_VARLEN_MAX_BATCHES_1CTA, same function)
+FA3_GRAPH_SPLITS = 32
+FA3_SPLIT_MAX_BATCH = 992
 # Triton top-k/top-p (0.17+): rows below 8 take the PyTorch sort instead (vllm==0.19.0:
 # v1/sample/ops/topk_topp_sampler.py:251-255); the kernel keeps a per-program fp32 buffer of
 # min(next_pow2(P), SMs) x vocab, P = min(SMs, rows), in the module-level _TRITON_BUFFER_CACHE
@@ -364,18 +373,45 @@ def capture_sizes(max_num_seqs: int, mnbt: int) -> tuple[int, ...]:
     return tuple(x for x in sizes if x <= top)
 
 
-def cudagraph_estimate(s: Shapes, tp: int, sizes: tuple[int, ...], max_num_seqs: int) -> tuple[int, str]:
-    """vLLM's 'Estimated CUDA graph memory' (0.18+, subtracted from 0.20): the first graph
-    of a mode holds the activations of the largest size, later ones add graph objects.
-    FULL_AND_PIECEWISE: piecewise graphs for every size, full graphs for decode sizes."""
+def fa3_split_accumulators(heads: int, head_dim_v: int, tokens: int) -> int:
+    """FA3's fp32 split accumulators for one FULL-graph attention call over ``tokens`` decode rows
+    (``heads`` query heads on the rank): out_accum + softmax_lse_accum (FA3_GRAPH_SPLITS above)."""
+    if tokens > FA3_SPLIT_MAX_BATCH:
+        return 0
+    return FA3_GRAPH_SPLITS * heads * tokens * (head_dim_v + 1) * 4
+
+
+def cudagraph_estimate(
+    s: Shapes, tp: int, sizes: tuple[int, ...], max_num_seqs: int, fa3: tuple[int, int] | None = None
+) -> tuple[int, str]:
+    """vLLM's 'Estimated CUDA graph memory' (0.18+, subtracted from 0.20): per mode, the first
+    (largest) graph is measured as one warm-up run in the default pool plus its capture in the
+    profiling pool, both after empty_cache (cudagraph_num_of_warmups = 1 unless eager;
+    vllm==0.20.1: config/vllm.py:1095, v1/worker/gpu_model_runner.py:5984-6005, 6140-6172; model
+    runner V2 likewise warms up each graph before capturing it and measures both,
+    vllm==0.29.0: v1/worker/gpu/cudagraph_utils.py:350-386, 718-800); PIECEWISE
+    is captured first, so FULL's first sample is what its attention adds over PIECEWISE's pools;
+    the estimate takes the larger first sample (gpu_model_runner.py:6039). FULL_AND_PIECEWISE:
+    piecewise graphs for every size, full graphs for decode sizes. ``fa3``: (query heads per rank,
+    V head size) where FlashAttention 3 serves the FULL graphs, whose split accumulators are kvcalc's
+    FULL first sample; elsewhere the FULL graphs add no first sample of their own."""
     if not sizes:
         return 0, "no capture sizes"
     full = [x for x in sizes if x <= max_num_seqs]
     graphs = len(sizes) + len(full)
     per_token, _ = forward_per_token(s, tp)
-    first = max(sizes) * per_token
-    total = first + graphs * PER_GRAPH
+    first_p = 2 * max(sizes) * per_token
+    first_f, why = 0, f"activations of the largest, warm-up + capture 2 x {max(sizes)} tokens = {figure(first_p)}"
+    if fa3 is not None and full:
+        heads, dv = fa3
+        first_f = 2 * fa3_split_accumulators(heads, dv, max(full))
+        if first_f > first_p:
+            why = (
+                f"FULL's FlashAttention 3 split accumulators, warm-up + capture 2 x {FA3_GRAPH_SPLITS} splits x "
+                f"{heads} heads x {max(full)} tokens x ({dv} + 1) x 4 B = {figure(first_f)}"
+            )
+    total = max(first_p, first_f) + graphs * PER_GRAPH
     return total, (
         f"estimate: {graphs} graphs (PIECEWISE {len(sizes)} + FULL {len(full)}, largest {max(sizes)}): "
-        f"activations of the largest {figure(first)} + {figure(PER_GRAPH)} per graph"
+        f"{why} + {figure(PER_GRAPH)} per graph"
     )

@@ -1,0 +1,55 @@
+"""The CUDA-graph term of the budget: vLLM's estimate (0.20-0.28, model runner V1) of the graphs it
+will capture after sizing the KV cache, or what the settings say instead (--cudagraph-bytes,
+--enforce-eager, a release that does not subtract it, model runner V2)."""
+
+from __future__ import annotations
+
+from kvcalc.app.settings import Settings
+from kvcalc.core.budget_rules import Shapes, capture_sizes, cudagraph_estimate, runner_v2
+from kvcalc.core.model import ModelSpec
+from kvcalc.core.plan import ParallelPlan
+from kvcalc.core.units import parse_size
+from kvcalc.core.vllm_rules import RuleLine
+from kvcalc.errors import PlanError, named
+
+HOPPER = 90
+FA3_MAX_HEAD_DIM = 256  # FA3's largest head size (hopper/flash_api.cpp get_max_headdim)
+FA3_LAYER_KINDS = frozenset({"full", "sliding"})
+
+
+def fa3_full_graphs(s: Settings, model: ModelSpec, plan: ParallelPlan, sm: int) -> tuple[int, int] | None:
+    """(query heads per rank, V head size) where vLLM's FULL graphs run FlashAttention 3: a Hopper GPU
+    (FA3 on compute capability 9.x, vllm==0.20.1: v1/attention/backends/fa_utils.py:78), whose
+    backend order puts FLASH_ATTN first for attention that is not MLA (platforms/cuda.py
+    _get_backend_priorities), with self-attention layers only and no other backend asked for."""
+    if sm != HOPPER or model.mla or s.attention_backend not in (None, "FLASH_ATTN"):
+        return None
+    if not set(model.kinds) <= FA3_LAYER_KINDS or max(model.head_dim, model.head_dim_v) > FA3_MAX_HEAD_DIM:
+        return None
+    return model.num_attention_heads // plan.tp, model.head_dim_v
+
+
+def cudagraph_term(
+    s: Settings, line: RuleLine, shapes: Shapes, model: ModelSpec, plan: ParallelPlan, mnbt: int, seqs: int, sm: int
+) -> tuple[int, str]:
+    """The bytes vLLM takes out of the KV budget for CUDA graphs, and why."""
+    if s.cudagraph_bytes is not None:
+        return parse_size(s.cudagraph_bytes, named("cudagraph_bytes")), "--cudagraph-bytes"
+    if s.enforce_eager:
+        return 0, "--enforce-eager: no CUDA graphs"
+    if not line.cudagraphs_subtracted:
+        return 0, f"vLLM {line.label} does not subtract CUDA graphs (captured after sizing, out of the 1 - utilization headroom)"
+    v2 = runner_v2(line, model.arch.get("architectures"))
+    if v2:  # vllm==0.24.0: v1/worker/gpu/model_runner.py:684-686 (0.22.0: :620-622; 0.25.0: :680-682)
+        return 0, f"model runner V2 (vLLM {line.label} default for {v2}) estimates no CUDA-graph memory (profile_cudagraph_memory returns 0)"
+    if s.cudagraph_capture_sizes:
+        sizes = tuple(sorted({int(x) for x in str(s.cudagraph_capture_sizes).split(",") if x.strip()}))
+        if not sizes or min(sizes) < 1:
+            raise PlanError(f"{named('cudagraph_capture_sizes')} must be positive integers, got {s.cudagraph_capture_sizes!r}")
+    else:
+        sizes = capture_sizes(seqs, mnbt)
+    # chunked local attention supports no CUDA graphs of its own (AttentionCGSupport.NEVER), so vLLM falls
+    # back to PIECEWISE graphs only (vllm==0.20.1: model_executor/layers/attention/chunked_local_attention.py:42-49,
+    # config/compilation.py:1345-1360)
+    full_up_to = 0 if "chunked" in model.kinds else seqs
+    return cudagraph_estimate(shapes, plan.tp, sizes, full_up_to, fa3_full_graphs(s, model, plan, sm))
