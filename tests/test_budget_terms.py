@@ -231,11 +231,15 @@ def test_llama_4_scout_weights_per_rank_at_tp4_match_the_vllm_0_19_0_log() -> No
     #     5632; adapter 5632 x 1024 + 1024 x 4096 = 9,961,472; projector 4096 x 1280 = 5,242,880
     #     -> 218,813,120 params = 437,626,240 B
     #   total 57,013,554,560 B = 53.0985 GiB (the log: 53.12). kvcalc splits the router by TP (-5,898,240 B).
+    #   PyTorch's allocator (core/allocator.py) counts whole blocks where under 1 MiB would be left: qkv 17.5 MiB
+    #   takes an 18 MiB block (+0.5 MiB x 48 layers), embedding and LM head 517,242,880 B each take 494 MiB
+    #   (+753,664 B each); o (12.5 MiB of 14) is split. +26,673,152 B -> 53.1233 GiB
+    slack = 48 * (1 << 19) + 2 * (494 * (1 << 20) - 517_242_880)
     model = resolve("llama-4-scout").spec
     s = Settings().with_(gpu="H100-80GB", vllm_version="0.19.0", gpu_memory_utilization=0.95, max_model_len=8192, tp=4)
     weights = predict(model, s, stage=None)[0]["weights"]
-    assert weights == 57_013_554_560 - 5_898_240
-    assert weights / GIB == pytest.approx(53.12, abs=0.05)
+    assert weights == 57_013_554_560 - 5_898_240 + slack
+    assert round(weights / GIB, 2) == 53.12
     # the table alone follows max_position_embeddings: Llama-3.1-8B, 131072 x 128 x 2 B = 32 MiB over the layers
     # (every planner Llama-3.1-8B run logs 14.99 GiB; 14.96 without it)
     from kvcalc.core.weights import rope_table_bytes

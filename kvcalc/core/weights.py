@@ -23,6 +23,7 @@ from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
 from kvcalc.core.record import record
+from kvcalc.core.weight_tensors import stage_slack
 from kvcalc.errors import ConfigError, named
 
 MAX_ARCH_NUMBER = 1 << 40  # no real architecture number is larger (as kvcalc.sources.config)
@@ -82,10 +83,7 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
     inter = _get(a, "intermediate_size", "ffn_dim", "d_ff", "n_inner", default=4 * h)
     # Llama 4's dense layers take intermediate_size_mlp (vllm==0.19.0: model_executor/models/llama4.py:356-363)
     dense_inter = _get(a, "intermediate_size_mlp", default=inter) if model.model_type in LLAMA4_TYPES else inter
-    # Falcon's MLP is dense_h_to_4h, GELU, dense_4h_to_h (vllm==0.22.0: models/falcon.py:235-250), never gated
-    plain = str(a.get("hidden_act") or a.get("activation_function") or "").startswith("gelu") and model.model_type in ("starcoder2", "whisper")
-    gated = not (plain or model.model_type == "falcon")
-    mlp_mult = 3 if gated else 2
+    mlp_mult = 3 if _gated(model, a) else 2
     experts = _get(a, "n_routed_experts", "num_experts", "num_local_experts")
     moe_layer = experts > 0
     if moe_layer:
@@ -110,6 +108,13 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
     shared_inter = _get(a, "shared_expert_intermediate_size", default=shared * moe_inter)
     dense = mlp_mult * h * shared_inter + h * experts
     return attn, dense, experts * mlp_mult * h * moe_inter
+
+
+def _gated(model: ModelSpec, a: dict) -> bool:
+    """Whether the MLP is gated (gate and up): Falcon's is dense_h_to_4h, GELU, dense_4h_to_h
+    (vllm==0.22.0: models/falcon.py:235-250), StarCoder2's and Whisper's GELU MLPs are plain."""
+    plain = str(a.get("hidden_act") or a.get("activation_function") or "").startswith("gelu") and model.model_type in ("starcoder2", "whisper")
+    return not (plain or model.model_type == "falcon")
 
 
 ALWAYS_TIED = ("gemma", "gemma2")
@@ -434,8 +439,14 @@ def _estimate(
     out = []
     table, vision_params, extra_how = _stage_extras(model, a, tp, dt) if vllm_extras else (0, 0, "")
     total += vision_params
+    # what PyTorch's allocator counts beyond the tensors' sizes (core/weight_tensors.py): unquantized decoders
+    plain = vllm_extras and not model.encoder_decoder and linear_b == expert_b == dt and not mxfp4
+    dims = (h, vocab, _get(a, "n_routed_experts", "num_experts", "num_local_experts"), _gated(model, a), rope_table_bytes(model, a, dt)[0])
     for s, (start, end) in enumerate(ranges):
         b = sum(per_layer_bytes[start:end]) + table
+        if plain:
+            ends = (s == 0, s == len(ranges) - 1, tied)
+            b += stage_slack(model, _layer_table(model, _arch_id), (start, end), tp, dt, ends, dims)
         if s == 0:
             b += embed / tp * dt
         if s == len(ranges) - 1:
