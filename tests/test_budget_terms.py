@@ -455,21 +455,22 @@ def test_fa3_split_accumulators_in_the_full_graph_estimate_on_hopper() -> None:
     # Llama-3.1-8B on H100 (FA3), 0.20.1 defaults: max_num_seqs 1024, mnbt 8192, so 51 sizes up to 512 and
     # FULL graphs for all 51. FA3 with num_splits 32: out_accum 32 x 32 heads x 512 x 128 x 4 B and
     # softmax_lse_accum 32 x 32 x 512 x 4 B, held once by the warm-up and once by the capture; then
-    # 2 MiB per graph for the 102 graphs (kvcalc's assumption).
-    by_hand = 2 * (32 * 32 * 512 * 128 * 4 + 32 * 32 * 512 * 4) + 102 * 2 * 1024 * 1024
+    # 3.4 MiB (3,565,158 B) per graph for the 102 graphs (budget_rules.PER_GRAPH, measured from vLLM's own estimates).
+    by_hand = 2 * (32 * 32 * 512 * 128 * 4 + 32 * 32 * 512 * 4) + 102 * 3_565_158
     h100 = _budget(gpu="H100-80GB", vllm_version="0.20.1", max_model_len=16384)
     assert h100["cudagraphs"] == by_hand
     # vLLM 0.19 printed its own estimate for this run, 0.84 GiB (tests/data/vllm-budget/llm-d-planner-meta-llama-
-    # llama-3-1-8b--h100-80gb--tp1pp1dp1--16384.log); without the accumulators kvcalc said 0.25
-    assert 0.84 - 0.15 < by_hand / GIB < 0.84
+    # llama-3-1-8b--h100-80gb--tp1pp1dp1--16384.log); without the accumulators kvcalc said 0.25 (this log is one of
+    # the six the per-graph figure is the median of, so only the accumulators are checked independently here)
+    assert abs(by_hand / GIB - 0.84) < 0.05
     # A100 runs FA2 (no fixed split count): the largest piecewise graph's activations, warm-up + capture:
     # 2 x 512 tokens x (3 x 14336 MLP + 2 x 4096 residual/hidden) x 2 B, and FULL graphs only up to 256
     # (max_num_seqs 256 on a 40 GB card): 51 + 35 graphs
     a100 = _budget(gpu="A100-40GB", vllm_version="0.20.1", max_model_len=16384)
-    assert a100["cudagraphs"] == 2 * 512 * (3 * 14336 + 2 * 4096) * 2 + 86 * 2 * 1024 * 1024
+    assert a100["cudagraphs"] == 2 * 512 * (3 * 14336 + 2 * 4096) * 2 + 86 * 3_565_158
     # a backend other than FlashAttention asked for: no accumulators
     fi = _budget(gpu="H100-80GB", vllm_version="0.20.1", max_model_len=16384, attention_backend="FLASHINFER")
-    assert fi["cudagraphs"] == 2 * 512 * (3 * 14336 + 2 * 4096) * 2 + 102 * 2 * 1024 * 1024
+    assert fi["cudagraphs"] == 2 * 512 * (3 * 14336 + 2 * 4096) * 2 + 102 * 3_565_158
 
 
 def test_chunked_local_attention_keeps_piecewise_graphs_only() -> None:

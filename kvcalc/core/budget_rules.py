@@ -61,9 +61,14 @@ FUSION_BUFFERS = 3
 FUSION_GRANULARITY = 512 * MIB
 # 0.8.x charges the CUDA context too (cudaFree(0) + torch's kernels under lazy loading)
 CUDA_CONTEXT = 512 * MIB
-# every captured graph: vLLM counts at least 1 MiB (gpu_model_runner.profile_cudagraph_memory);
-# kvcalc assumes 2 MiB of graph objects and pool growth per graph beyond the first
-PER_GRAPH = 2 * MIB
+# every captured graph beyond the first of its mode: vLLM counts the second capture's free-memory delta, at least
+# 1 MiB (gpu_model_runner.profile_cudagraph_memory): the driver's memory for the instantiated graph, which depends
+# on the driver version (vllm#5517: the same A10G/L4 capture 3.8 GiB under CUDA 12.2/12.3 drivers, 1.1 under 12.4)
+# and is in no source. MEASURED, not derived: the median over the six distinct TP-1 set-ups whose logs print vLLM's
+# own estimate (tests/data/vllm-budget: Llama-3.1-8B on A100-40GB/RTX A6000 5.15 MiB a graph and on H100 3.37,
+# Phi-3-mini on RTX 3090 5.37, Qwen3-0.6B on RTX 5090 2.96, Qwen2.5-1.5B on T4 3.37, Qwen3-30B-A3B on H100 2.63,
+# each after kvcalc's first capture); kvcalc had assumed 2 MiB
+PER_GRAPH = 3_565_158  # 3.4 MiB
 # FlashAttention 3 (Hopper) in FULL CUDA graphs: vLLM fixes num_splits at
 # attention_config.flash_attn_max_num_splits_for_cuda_graph (default 32; vllm==0.20.1: config/attention.py:27,
 # v1/attention/backends/flash_attn.py:372-374, used for batches up to max_cudagraph_capture_size, :430-440), and
