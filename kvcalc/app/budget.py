@@ -130,17 +130,22 @@ def _weights(
     dtype = None
     if s.dtype not in (None, "auto") and dtype_bytes and dtype_bytes != MODEL_DTYPES[model.dtype]:
         dtype = next(name for name, size in MODEL_DTYPES.items() if size == dtype_bytes)
-    est = estimate_weights(model, plan, quant, marlin=marlin, dtype=dtype, vllm_extras=vllm_extras)
+    ep = plan.tp * plan.dp if s.enable_expert_parallel and vllm_extras else None
+    est = estimate_weights(model, plan, quant, marlin=marlin, dtype=dtype, vllm_extras=vllm_extras, expert_ranks=ep)
+    ep_how = f"; experts whole across {ep} ranks (expert parallelism)" if ep else ""
     weights_flag = _size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
-        return est.bytes_per_stage, f"{est.method}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
+        return est.bytes_per_stage, f"{est.method}{ep_how}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
     if weights_flag is not None:
         whole, src = weights_flag, "--weights-bytes"
     else:
         assert checkpoint is not None  # the condition above
         whole, src = int(checkpoint["bytes"]), f"checkpoint metadata ({checkpoint.get('source', 'safetensors')})"
-    est_total = sum(est.bytes_per_stage) * plan.tp or 1
+    # the whole model as the TP-sliced estimate counts it, so an expert-parallel split keeps its own proportions
+    sliced = estimate_weights(model, plan, quant, marlin=marlin, dtype=dtype, vllm_extras=vllm_extras) if ep else est
+    est_total = sum(sliced.bytes_per_stage) * plan.tp or 1
     weights = tuple(round(whole * b / est_total) for b in est.bytes_per_stage)
+    src += ep_how
     if plan.world_size // plan.dp > 1:
         src += ", split across ranks in the estimate's proportions"
     return weights, src
@@ -156,7 +161,7 @@ def _quantization(s: Settings) -> str | None:
     return key
 
 
-def _shapes(model: ModelSpec, cache: CacheSettings) -> Shapes:
+def _shapes(model: ModelSpec, cache: CacheSettings, expert_parallel: bool = False) -> Shapes:
     a = model.arch
     h = arch_int(a, "hidden_size", "d_model", "n_embd")
     experts = arch_int(a, "n_routed_experts", "num_experts", "num_local_experts")
@@ -171,6 +176,7 @@ def _shapes(model: ModelSpec, cache: CacheSettings) -> Shapes:
         kv_width=model.num_kv_heads * (model.head_dim + model.head_dim_v) // 2,
         vocab=arch_int(a, "vocab_size"),
         dtype_bytes=cache.mamba_dtype_bytes,
+        experts_sliced=not expert_parallel,
     )
 
 
@@ -423,7 +429,7 @@ def budget_inputs(
     marlin = mxfp4_marlin(line, _sm(s, gpu_name))
     weights, src = with_lora(s, model, plan, *_weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, marlin), cache.mamba_dtype_bytes)
     mnbt = common["max_num_batched_tokens"]
-    shapes = _shapes(model, cache)
+    shapes = _shapes(model, cache, s.enable_expert_parallel)
     seqs = _max_num_seqs(s, line, total, gpu_name)
     over, over_src = _overhead(s, line, plan, gpu_name)
     graph, graph_src = cudagraph_term(s, line, shapes, model, plan, mnbt, seqs[0], _sm(s, gpu_name))

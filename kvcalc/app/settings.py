@@ -232,6 +232,12 @@ class Settings:
     enforce_eager: bool = setting(
         False, "--enforce-eager", help="No CUDA graphs: the CUDA-graph term is 0", kind=BOOL, panel=ENGINE
     )
+    enable_expert_parallel: bool = setting(
+        False, "--enable-expert-parallel",
+        help="vLLM: MoE experts split whole across the TP x DP ranks instead of each expert sliced by TP "
+        "(same weight bytes; the fused-MoE buffers take the full expert width)",
+        kind=BOOL, panel=ENGINE,
+    )
     enable_lora: bool = setting(
         False, "--enable-lora", help="LoRA adapters: vLLM's stacked adapter buffers join the weights term", kind=BOOL, panel=ENGINE
     )

@@ -118,6 +118,10 @@ class Shapes:
     kv_width: int  # KV heads x head_dim
     vocab: int
     dtype_bytes: int  # model dtype
+    # TP slices every expert's intermediate width; under expert parallelism each rank holds whole experts, so the
+    # fused-MoE buffers are (tokens, top_k, full width) with the non-local slots skipped (vllm==0.19.0:
+    # model_executor/layers/fused_moe/layer.py determine_expert_map; fused_moe.py:1976-1991 workspace_shapes)
+    experts_sliced: bool = True
 
 
 def default_max_num_seqs(line: RuleLine, total: int | None, gpu_name: str | None) -> tuple[int, str]:
@@ -200,7 +204,8 @@ def forward_per_token(s: Shapes, tp: int) -> tuple[int, str]:
     dt = s.dtype_bytes
     attn = (2 * s.q_width + 2 * s.kv_width) // tp  # q, k, v and the attention output
     mlp = 3 * s.intermediate // tp  # gate_up output (2 I) + activation output (I)
-    moe = s.top_k * (3 * s.moe_intermediate // tp + s.hidden) + 4 * s.experts if s.experts else 0
+    moe_tp = tp if s.experts_sliced else 1
+    moe = s.top_k * (3 * s.moe_intermediate // moe_tp + s.hidden) + 4 * s.experts if s.experts else 0
     width = max(attn, mlp, moe)
     which = "fused-MoE workspace" if width == moe and moe else ("MLP" if width == mlp else "attention")
     return (width + 2 * s.hidden) * dt, which
@@ -220,7 +225,7 @@ def moe_workspace(s: Shapes, tp: int, mnbt: int, line: RuleLine) -> tuple[int, s
     0.14-0.17 chunk M at VLLM_FUSED_MOE_CHUNK_SIZE and then hold the full output apart."""
     if not s.experts or not line.moe_workspace_kept:
         return 0, "no MoE layer" if not s.experts else "freed after each fused_experts call (vLLM before 0.14)"
-    n, k, dt = 2 * s.moe_intermediate // tp, s.hidden, s.dtype_bytes
+    n, k, dt = 2 * s.moe_intermediate // (tp if s.experts_sliced else 1), s.hidden, s.dtype_bytes
     chunk = min(mnbt, line.moe_chunk_tokens) if line.moe_chunk_tokens else mnbt
     ws13 = chunk * s.top_k * max(n // 2, k)
     ws2 = chunk * s.top_k * max(n, k)

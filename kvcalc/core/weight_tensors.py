@@ -19,11 +19,12 @@ from kvcalc.core.model import ModelSpec
 PLAIN_ATTENTION = frozenset({"full", "sliding", "chunked"})
 
 
-def layer_tensors(model: ModelSpec, row: tuple[str, int, int, int], h: int, tp: int, experts: int, gated: bool) -> list[int]:
+def layer_tensors(model: ModelSpec, row: tuple[str, int, int, int], h: int, ranks: tuple[int, int], experts: int, gated: bool) -> list[int]:
     """Element counts of one decoder layer's large tensors on a rank: qkv, o, then the MLP
     (gate_up and down, or the shared expert's, then w13 and w2). ``row`` is weights._layer_table's
-    (kind, attention, dense MLP, experts) parameters."""
+    (kind, attention, dense MLP, experts) parameters; ``ranks``: (TP size, the ranks experts are spread over)."""
     _, _, dense, exp = row
+    tp, er = ranks
     d, heads, kv = model.head_dim, model.num_attention_heads, model.num_kv_heads
     kv_rank = kv // tp if kv >= tp else 1  # vLLM replicates KV heads when TP exceeds them
     out = [(heads // tp + 2 * kv_rank) * d * h, h * (heads // tp) * d]
@@ -33,7 +34,7 @@ def layer_tensors(model: ModelSpec, row: tuple[str, int, int, int], h: int, tp: 
         out += [(parts - 1) * mlp // parts // tp, mlp // parts // tp]
     if exp:
         parts = 3 if gated else 2
-        out += [(parts - 1) * exp // parts // tp, exp // parts // tp]
+        out += [(parts - 1) * exp // parts // er, exp // parts // er]
     return out
 
 
@@ -41,13 +42,14 @@ def stage_slack(
     model: ModelSpec,
     table: tuple[tuple[str, int, int, int], ...],
     span: tuple[int, int],
-    tp: int,
+    tp: tuple[int, int],
     dt: int,
     ends: tuple[bool, bool, bool],
     dims: tuple[int, int, int, bool, int],
 ) -> int:
     """Bytes PyTorch's allocator counts beyond the exact size of one stage's tensors on a rank.
-    ``ends``: (first stage, last stage, LM head tied to the embedding); ``dims``: (hidden, vocab,
+    ``tp``: (TP size, the ranks experts are spread over); ``ends``: (first stage, last stage, LM head tied to the
+    embedding); ``dims``: (hidden, vocab,
     experts, gated MLP, the RoPE table's bytes). 0 where a layer is not plain attention (MLA,
     mamba, linear attention): their tensors are not listed."""
     start, end = span
@@ -56,7 +58,7 @@ def stage_slack(
     rows = table[start:end]
     if not rows or any(r[0] not in PLAIN_ATTENTION for r in rows) or model.mla:
         return 0
-    embed = vocab // tp * h * dt
+    embed = vocab // tp[0] * h * dt
     sizes = [embed] if first else []
     for i, row in enumerate(rows):
         layer = [n * dt for n in layer_tensors(model, row, h, tp, experts, gated)]

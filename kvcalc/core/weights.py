@@ -360,16 +360,19 @@ def estimate_weights(
     marlin: bool = False,
     dtype: str | None = None,
     vllm_extras: bool = True,
+    expert_ranks: int | None = None,
 ) -> WeightEstimate:
     """Parameters of the whole model and bytes per GPU of each PP stage (computed once per
-    model, TP size, PP split and quantization). ``marlin``: vLLM loads MXFP4 experts through
+    model, TP size, PP split and quantization). ``expert_ranks``: the ranks MoE experts are
+    spread over whole under expert parallelism (TP x DP, vLLM's ep_size); None: TP slices each
+    expert. ``marlin``: vLLM loads MXFP4 experts through
     its Marlin kernel on this GPU and release (kvcalc.core.budget_rules.mxfp4_marlin), padded.
     ``dtype``: ``--dtype`` when it overrides the checkpoint's. ``vllm_extras``: add what vLLM's model
     code allocates while loading beside the decoder (its RoPE table, Llama 4's vision tower:
     ``_stage_extras``); False for SGLang, whose tables kvcalc.core.sglang.rope_cache_bytes counts."""
     # ``arch`` is left out of a model's ==/hash: its identity is part of the key (the
     # cached model keeps it alive, so the id cannot be reused while the entry exists)
-    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, marlin, dtype, vllm_extras)
+    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, marlin, dtype, vllm_extras, expert_ranks)
 
 
 @lru_cache(maxsize=256)
@@ -398,6 +401,7 @@ def _estimate(
     marlin: bool = False,
     dtype: str | None = None,
     vllm_extras: bool = True,
+    expert_ranks: int | None = None,
 ) -> WeightEstimate:
     a = model.arch
     h = _get(a, "hidden_size", "d_model", "n_embd")
@@ -425,10 +429,14 @@ def _estimate(
         if kv_replicated and kind != "mamba":
             kv = 2 * h * model.num_kv_heads * model.head_dim
             rank_attn = (attn - kv) / tp + 2 * h * model.head_dim
-        exp_bytes = exp / tp * expert_b
+        # expert parallelism: whole experts, E / ep_size per rank (vllm==0.19.0: fused_moe/layer.py determine_expert_map)
+        er = expert_ranks or tp
+        exp_bytes = exp / er * expert_b
         if marlin and mxfp4 and exp:
             n_exp = _get(a, "n_routed_experts", "num_experts", "num_local_experts")
-            exp_bytes = marlin_mxfp4_expert_bytes(n_exp, h, _get(a, "moe_intermediate_size", "intermediate_size"), tp)
+            inter = _get(a, "moe_intermediate_size", "intermediate_size")
+            exp_bytes = marlin_mxfp4_expert_bytes(n_exp, h, inter, tp) if expert_ranks is None else (
+                marlin_mxfp4_expert_bytes(n_exp, h, inter, 1) / er)
         per_layer_bytes.append(rank_attn * linear_b + dense / tp * linear_b + exp_bytes + 2 * h * dt)
     embed = vocab * h
     total += embed + (0 if tied else embed)
@@ -446,7 +454,7 @@ def _estimate(
         b = sum(per_layer_bytes[start:end]) + table
         if plain:
             ends = (s == 0, s == len(ranges) - 1, tied)
-            b += stage_slack(model, _layer_table(model, _arch_id), (start, end), tp, dt, ends, dims)
+            b += stage_slack(model, _layer_table(model, _arch_id), (start, end), (tp, expert_ranks or tp), dt, ends, dims)
         if s == 0:
             b += embed / tp * dt
         if s == len(ranges) - 1:
