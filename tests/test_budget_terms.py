@@ -481,3 +481,41 @@ def test_chunked_local_attention_keeps_piecewise_graphs_only() -> None:
     s = Settings().with_(gpu="H100-80GB", vllm_version="0.20.1", tp=4, max_model_len=8192)
     _, sources = budget_predict(resolve("llama-4-scout-17b-16e-instruct").spec, s)
     assert "PIECEWISE 51 + FULL 0" in sources["cudagraphs"]
+
+
+def test_fp8_block_scales_under_marlin_on_gpus_without_fp8() -> None:
+    # An A100 (compute capability 8.0) has no FP8 units: vLLM runs FP8 weights through Marlin, which turns the
+    # 128 x 128 fp32 block scales into one bf16 scale per 128 inputs of every output (marlin_utils_fp8.py:174-186,
+    # :299-309). Qwen3-Coder-30B-A3B-FP8, per layer: attention 2048 x 4096 + 2 x 2048 x 512 + 4096 x 2048, the router
+    # 2048 x 128 (kvcalc counts it with the layer) and 128 experts x 3 x 2048 x 768; 48 layers
+    from kvcalc.core.weights import quant_bytes
+
+    block = {"weight_block_size": [128, 128]}
+    assert quant_bytes(block, "fp8", 2, fp8_marlin=True)[0] == 1 + 2 / 128
+    assert quant_bytes(block, "fp8", 2)[0] == 1 + 4 / (128 * 128)
+    per_layer = 2048 * 4096 + 2 * 2048 * 512 + 4096 * 2048 + 2048 * 128 + 128 * 3 * 2048 * 768
+    extra = 48 * per_layer * (2 / 128 - 4 / (128 * 128))
+    cfg = str(Path(__file__).parent / "data" / "vllm-budget" / "configs" / "qwen3-coder-30b-a3b-instruct-fp8.json")
+    model = resolve(cfg).spec
+    a100, h100 = (
+        predict(model, Settings().with_(gpu=g, vllm_version="0.19.1", max_model_len=32768))[0]["weights"]
+        for g in ("A100-40GB", "H100-80GB")
+    )
+    assert abs((a100 - h100) - extra) < 64
+    # vLLM 0.19.1 on an A100-SXM4-40GB logs "Model loading took 29.54 GiB" for it
+    # (tests/data/vllm-budget/durango-qwen3coder30b-fp8-a100-40g-v0191.log); the fp32 block scales alone give 29.08
+    assert round(a100 / GIB, 2) == 29.51 and round(h100 / GIB, 2) == 29.08
+
+
+def test_gemma3_builds_a_second_rope_table_for_its_sliding_layers() -> None:
+    # gemma-3-1b-it: 22 of 26 layers slide (default RoPE at rope_local_base_freq), the others use rope_theta: two
+    # get_rope keys, two tables of 32768 positions x head_dim 256 x 2 B (vllm==0.19.0: models/gemma3.py:168-186)
+    from kvcalc.core.plan import ParallelPlan
+    from kvcalc.core.weights import rope_table_bytes
+
+    spec = resolve("gemma-3-1b-it").spec
+    assert rope_table_bytes(spec, spec.arch, 2)[0] == 2 * 32768 * 256 * 2
+    # vLLM 0.13.0 logs "Model loading took 1.9148 GiB" (tests/data/vllm-budget/eole-gemma3-1b-5090-v013-cg.log)
+    from kvcalc.core.weights import estimate_weights
+
+    assert round(estimate_weights(spec, ParallelPlan()).bytes_per_stage[0] / GIB, 3) == 1.915

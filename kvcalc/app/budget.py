@@ -20,6 +20,7 @@ from kvcalc.core.budget_rules import (
     compile_examples,
     default_max_num_seqs,
     forward_per_token,
+    fp8_marlin,
     moe_workspace,
     mxfp4_marlin,
     non_torch,
@@ -121,7 +122,7 @@ def _scheduler(
 
 def _weights(
     s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, dtype_bytes: int = 0, marlin: bool = False,
-    vllm_extras: bool = True,
+    vllm_extras: bool = True, fp8_marlin: bool = False,
 ) -> tuple[tuple[int, ...], str]:
     """Weights on one GPU of each PP stage, and their source. ``dtype_bytes``: the model dtype's size after
     --dtype. ``marlin``: the release loads MXFP4 experts through its Marlin kernel on this GPU
@@ -131,7 +132,7 @@ def _weights(
     if s.dtype not in (None, "auto") and dtype_bytes and dtype_bytes != MODEL_DTYPES[model.dtype]:
         dtype = next(name for name, size in MODEL_DTYPES.items() if size == dtype_bytes)
     ep = plan.tp * plan.dp if s.enable_expert_parallel and vllm_extras else None
-    est = estimate_weights(model, plan, quant, marlin=marlin, dtype=dtype, vllm_extras=vllm_extras, expert_ranks=ep)
+    est = estimate_weights(model, plan, quant, marlin=marlin, dtype=dtype, vllm_extras=vllm_extras, expert_ranks=ep, fp8_marlin=fp8_marlin)
     ep_how = f"; experts whole across {ep} ranks (expert parallelism)" if ep else ""
     weights_flag = _size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
@@ -142,7 +143,7 @@ def _weights(
         assert checkpoint is not None  # the condition above
         whole, src = int(checkpoint["bytes"]), f"checkpoint metadata ({checkpoint.get('source', 'safetensors')})"
     # the whole model as the TP-sliced estimate counts it, so an expert-parallel split keeps its own proportions
-    sliced = estimate_weights(model, plan, quant, marlin=marlin, dtype=dtype, vllm_extras=vllm_extras) if ep else est
+    sliced = estimate_weights(model, plan, quant, marlin=marlin, dtype=dtype, vllm_extras=vllm_extras, fp8_marlin=fp8_marlin) if ep else est
     est_total = sum(sliced.bytes_per_stage) * plan.tp or 1
     weights = tuple(round(whole * b / est_total) for b in est.bytes_per_stage)
     src += ep_how
@@ -426,8 +427,10 @@ def budget_inputs(
     assert total is not None  # _bypass answers when there is no total
     # vLLM request_memory: ceil(total x utilization) from 0.14; the float product before
     requested = math.ceil(total * util) if line.request_ceil else int(total * util)
-    marlin = mxfp4_marlin(line, _sm(s, gpu_name))
-    weights, src = with_lora(s, model, plan, *_weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, marlin), cache.mamba_dtype_bytes)
+    sm = _sm(s, gpu_name)
+    marlin = mxfp4_marlin(line, sm)
+    stage_weights = _weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, marlin, fp8_marlin=fp8_marlin(sm))
+    weights, src = with_lora(s, model, plan, *stage_weights, cache.mamba_dtype_bytes)
     mnbt = common["max_num_batched_tokens"]
     shapes = _shapes(model, cache, s.enable_expert_parallel)
     seqs = _max_num_seqs(s, line, total, gpu_name)

@@ -157,6 +157,13 @@ def sampler_bytes_per_element(line: RuleLine, sampler: str | None, dtype_bytes: 
     return base + extra, how
 
 
+def fp8_marlin(sm: int) -> bool:
+    """Whether FP8 weights run through vLLM's weight-only Marlin kernel: CUDA GPUs of compute capability
+    7.5-8.8, which lack FP8 units (vllm==0.19.0: model_executor/kernels/linear/scaled_mm/marlin.py
+    is_supported, Marlin refused from 8.9 unless forced; fused_moe/fused_marlin_moe.py:567)."""
+    return 75 <= sm < 89
+
+
 def mxfp4_marlin(line: RuleLine, sm: int) -> bool:
     """Whether a pip install of the release loads MXFP4 MoE experts through the Marlin kernel
     (padded: kvcalc.core.weights.mxfp4_expert_bytes) on a GPU of compute capability ``sm``

@@ -136,15 +136,23 @@ LLAMA4_TYPES = ("llama4_text", "llama4")
 # whose attention calls get_rope without a dtype (llama.py:228-236).
 ROPE_TABLE_TYPES = ("llama", "llama4_text", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "gemma2", "mistral")
 ROPE_TABLE_KINDS = ("default", "llama3")
+GEMMA3_TYPES = ("gemma3", "gemma3_text")
 QUANTIZATIONS = ("fp8", "fp8_e4m3", "mxfp4", "awq", "gptq", "compressed-tensors", "bitsandbytes")
 
 
-def quant_bytes(quant: dict, method: str, dt: int) -> tuple[float, float, str]:
-    """(bytes per linear-layer parameter, per expert parameter, how) for a quantization."""
+def quant_bytes(quant: dict, method: str, dt: int, fp8_marlin: bool = False) -> tuple[float, float, str]:
+    """(bytes per linear-layer parameter, per expert parameter, how) for a quantization. ``fp8_marlin``:
+    the GPU has no FP8 units (compute capability 7.5-8.8), so vLLM serves FP8 weights through Marlin
+    (weight-only), which turns block scales into one model-dtype scale per 128 inputs of every output
+    (vllm==0.19.0: model_executor/kernels/linear/scaled_mm/marlin.py is_supported; fused_moe/oracle/fp8.py
+    backend order, Marlin last; quantization/utils/marlin_utils_fp8.py:174-186 linear, :299-309 experts)."""
     method = method.lower().replace("_marlin", "")
     if method in ("fp8", "fp8_e4m3", "fbgemm_fp8", "modelopt"):
         block = quant.get("weight_block_size")
         if isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block):
+            if fp8_marlin:
+                b = 1 + dt / block[1]  # (K / block_k, N) scales in the model dtype
+                return b, b, f"fp8 with {block[0]}x{block[1]} block scales, as Marlin group-{block[1]} scales ({dt} B)"
             b = 1 + 4 / (block[0] * block[1])  # an fp32 scale per block
             return b, b, f"fp8 with {block[0]}x{block[1]} block scales"
         return 1.0, 1.0, "fp8 (per-tensor or dynamic scales)"
@@ -216,16 +224,22 @@ def rope_table_bytes(model: ModelSpec, a: dict, dt: int) -> tuple[int, str]:
     if model.model_type == "gpt_oss":
         table = yarn_table_bytes(model, a)
         return table, f"fp32 YaRN table {table:,} B" if table else ""
-    if model.mla or model.model_type not in ROPE_TABLE_TYPES:
+    gemma3 = model.model_type in GEMMA3_TYPES
+    if model.mla or (model.model_type not in ROPE_TABLE_TYPES and not gemma3):
         return 0, ""
     rope = a.get("rope_scaling") if a.get("rope_scaling") is not None else a.get("rope_parameters")
     kind = str(rope.get("rope_type") or rope.get("type") or "default") if isinstance(rope, dict) else "default"
     prf = a.get("partial_rotary_factor", 1.0)
-    if kind not in ROPE_TABLE_KINDS or not isinstance(prf, (int, float)) or not 0 < prf <= 1:
+    if not isinstance(prf, (int, float)) or not 0 < prf <= 1:
         return 0, ""
     positions, rot = _get(a, "max_position_embeddings", default=8192), int(model.head_dim * prf)
-    table = positions * rot * dt
-    return table, f"RoPE cos/sin table {positions:,} positions x {rot} x {dt} B = {table:,} B"
+    # Gemma 3's sliding layers build their own table, default RoPE at rope_local_base_freq, beside the global
+    # layers' (a second get_rope key; vllm==0.19.0: models/gemma3.py:168-186, max_position at :250)
+    tables = (kind in ROPE_TABLE_KINDS) + (gemma3 and model.count("sliding") > 0)
+    table = tables * positions * rot * dt
+    if not table:
+        return 0, ""
+    return table, f"RoPE cos/sin table{'s' if tables > 1 else ''} {tables} x {positions:,} positions x {rot} x {dt} B = {table:,} B"
 
 
 def _vit_layer_params(h: int, heads: int, inter: int, tp: int) -> int:
@@ -361,18 +375,19 @@ def estimate_weights(
     dtype: str | None = None,
     vllm_extras: bool = True,
     expert_ranks: int | None = None,
+    fp8_marlin: bool = False,
 ) -> WeightEstimate:
     """Parameters of the whole model and bytes per GPU of each PP stage (computed once per
     model, TP size, PP split and quantization). ``expert_ranks``: the ranks MoE experts are
     spread over whole under expert parallelism (TP x DP, vLLM's ep_size); None: TP slices each
-    expert. ``marlin``: vLLM loads MXFP4 experts through
+    expert. ``fp8_marlin``: FP8 weights go through Marlin on this GPU (quant_bytes). ``marlin``: vLLM loads MXFP4 experts through
     its Marlin kernel on this GPU and release (kvcalc.core.budget_rules.mxfp4_marlin), padded.
     ``dtype``: ``--dtype`` when it overrides the checkpoint's. ``vllm_extras``: add what vLLM's model
     code allocates while loading beside the decoder (its RoPE table, Llama 4's vision tower:
     ``_stage_extras``); False for SGLang, whose tables kvcalc.core.sglang.rope_cache_bytes counts."""
     # ``arch`` is left out of a model's ==/hash: its identity is part of the key (the
     # cached model keeps it alive, so the id cannot be reused while the entry exists)
-    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, marlin, dtype, vllm_extras, expert_ranks)
+    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, marlin, dtype, vllm_extras, expert_ranks, fp8_marlin)
 
 
 @lru_cache(maxsize=256)
@@ -402,6 +417,7 @@ def _estimate(
     dtype: str | None = None,
     vllm_extras: bool = True,
     expert_ranks: int | None = None,
+    fp8_marlin: bool = False,
 ) -> WeightEstimate:
     a = model.arch
     h = _get(a, "hidden_size", "d_model", "n_embd")
@@ -410,7 +426,7 @@ def _estimate(
     quant = a.get("quantization_config") or {}
     quant = quant if isinstance(quant, dict) else {}
     method = quantization or str(quant.get("quant_method") or "").lower()
-    linear_b, expert_b, quant_how = quant_bytes(quant, method, dt)
+    linear_b, expert_b, quant_how = quant_bytes(quant, method, dt, fp8_marlin)
     mxfp4 = method == "mxfp4"
     if marlin and mxfp4:
         quant_how += ", padded for vLLM's Marlin MoE kernel (+ bf16 expert biases)"
