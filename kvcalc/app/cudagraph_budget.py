@@ -1,6 +1,7 @@
-"""The CUDA-graph term of the budget: vLLM's estimate (0.20-0.28, model runner V1) of the graphs it
-will capture after sizing the KV cache, or what the settings say instead (--cudagraph-bytes,
---enforce-eager, a release that does not subtract it, model runner V2)."""
+"""The CUDA-graph term of the budget: vLLM's estimate of the graphs it will capture after sizing the KV
+cache (subtracted from 0.20: model runner V1 through 0.28, model runner V2 from 0.29), or what the settings
+say instead (--cudagraph-bytes, --enforce-eager, a release that does not subtract it, 0.22-0.25's model
+runner V2, which estimates nothing)."""
 
 from __future__ import annotations
 

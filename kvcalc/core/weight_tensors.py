@@ -48,10 +48,9 @@ def stage_slack(
     dims: tuple[int, int, int, bool, int],
 ) -> int:
     """Bytes PyTorch's allocator counts beyond the exact size of one stage's tensors on a rank.
-    ``tp``: (TP size, the ranks experts are spread over); ``ends``: (first stage, last stage, LM head tied to the
-    embedding); ``dims``: (hidden, vocab,
-    experts, gated MLP, the RoPE table's bytes). 0 where a layer is not plain attention (MLA,
-    mamba, linear attention): their tensors are not listed."""
+    ``tp``: (TP size, the ranks experts are spread over); ``ends``: (first stage, last stage, LM head
+    tied to the embedding); ``dims``: (hidden, vocab, experts, gated MLP, the RoPE tables' bytes).
+    0 where a layer is not plain attention (MLA, mamba, linear attention): their tensors are not listed."""
     start, end = span
     first, last, tied = ends
     h, vocab, experts, gated, rope = dims
