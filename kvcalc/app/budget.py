@@ -132,7 +132,8 @@ def _weights(
     if s.dtype not in (None, "auto") and dtype_bytes and dtype_bytes != MODEL_DTYPES[model.dtype]:
         dtype = next(name for name, size in MODEL_DTYPES.items() if size == dtype_bytes)
     ep = plan.tp * plan.dp if s.enable_expert_parallel and vllm_extras else None
-    est = estimate_weights(model, plan, quant, marlin=marlin, dtype=dtype, vllm_extras=vllm_extras, expert_ranks=ep, fp8_marlin=fp8_marlin)
+    kw: dict[str, Any] = dict(marlin=marlin, dtype=dtype, vllm_extras=vllm_extras, fp8_marlin=fp8_marlin)
+    est = estimate_weights(model, plan, quant, expert_ranks=ep, **kw)
     ep_how = f"; experts whole across {ep} ranks (expert parallelism)" if ep else ""
     weights_flag = _size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
@@ -143,7 +144,7 @@ def _weights(
         assert checkpoint is not None  # the condition above
         whole, src = int(checkpoint["bytes"]), f"checkpoint metadata ({checkpoint.get('source', 'safetensors')})"
     # the whole model as the TP-sliced estimate counts it, so an expert-parallel split keeps its own proportions
-    sliced = estimate_weights(model, plan, quant, marlin=marlin, dtype=dtype, vllm_extras=vllm_extras, fp8_marlin=fp8_marlin) if ep else est
+    sliced = estimate_weights(model, plan, quant, **kw) if ep else est
     est_total = sum(sliced.bytes_per_stage) * plan.tp or 1
     weights = tuple(round(whole * b / est_total) for b in est.bytes_per_stage)
     src += ep_how
@@ -435,7 +436,7 @@ def budget_inputs(
     shapes = _shapes(model, cache, s.enable_expert_parallel)
     seqs = _max_num_seqs(s, line, total, gpu_name)
     over, over_src = _overhead(s, line, plan, gpu_name)
-    graph, graph_src = cudagraph_term(s, line, shapes, model, plan, mnbt, seqs[0], _sm(s, gpu_name))
+    graph, graph_src = cudagraph_term(s, line, shapes, model, plan, mnbt, seqs[0], sm)
     notes: list[str] = list(_ambiguous_gpu(s.gpu))
     encoder = encoder_term(s, model, line, plan.tp, mnbt, seqs[0], max_model_len, shapes.dtype_bytes, _v2_runner(line, model))
     if _multimodal(model) and encoder is None:
