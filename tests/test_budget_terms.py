@@ -110,6 +110,48 @@ def test_gpu_auto_without_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     assert e.value.exit_code == 2
 
 
+@pytest.mark.parametrize(
+    ("device", "entry"),
+    [("NVIDIA H100 80GB HBM3", "H100-80GB"), ("NVIDIA H100 PCIe", "H100-PCIe"), ("Tesla T4", "T4"),
+     ("NVIDIA GeForce RTX 4090", "RTX-4090"), ("NVIDIA A100-SXM4-40GB", "A100-40GB"), ("NVIDIA RTX A6000", "RTX-A6000"),
+     ("NVIDIA RTX 6000 Ada Generation", "RTX-6000-Ada"), ("AMD Instinct MI300X", "MI300X"),
+     ("NVIDIA RTX PRO 6000 Blackwell Server Edition", None), ("NVIDIA A40", None), ("NVIDIA L40", None)],
+)
+def test_device_names_match_the_catalog(device: str, entry: str | None) -> None:
+    from kvcalc.core.gpus import match_device
+
+    found = match_device(device)  # names as torch.cuda.get_device_name / nvidia-smi print them
+    assert (found.name if found else None) == entry
+
+
+def test_gpu_auto_takes_the_catalog_rules_of_the_local_card(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--gpu auto on an H100 applies the Hopper-only rules (FA3's FULL-graph split accumulators) as
+    --gpu H100-80GB does; a card the catalog lacks, with the same total, gets neither."""
+    from kvcalc.sources import localgpu
+
+    h100 = find_gpu("H100-80GB")
+    spec = resolve("llama-3.1-8b").spec
+    args = {"vllm_version": "0.20.1", "max_model_len": 16000, "gpu_memory_utilization": 0.9}
+    named_terms, _ = predict(spec, Settings().with_(gpu="H100-80GB", **args))
+    for device, same in (("NVIDIA H100 80GB HBM3", True), ("NVIDIA A40", False)):
+        monkeypatch.setattr(localgpu, "_from_torch", lambda d=device: (d, h100.memory_bytes, "test"))
+        auto_terms, _ = predict(spec, Settings().with_(gpu="auto", **args))
+        assert (auto_terms["cudagraphs"] == named_terms["cudagraphs"]) is same
+        assert (auto_terms["available"] == named_terms["available"]) is same
+
+
+def test_size_gpu_auto_reads_the_local_card(monkeypatch: pytest.MonkeyPatch, run_json) -> None:
+    """`kvcalc size --gpu auto` sizes from the local device's CUDA total and names it; the figure
+    here is an A100-SXM4-40GB's deviceQuery total (42,298,834,944 B, tests/data/gpu-totals/SOURCES.md)."""
+    from kvcalc.sources import localgpu
+
+    monkeypatch.setattr(localgpu, "_from_torch", lambda: ("NVIDIA A100-SXM4-40GB", 42_298_834_944, "test device"))
+    pool = run_json("size", "llama-3.1-8b", "--gpu", "auto", "--vllm-version", "0.11.0")["pool"]
+    assert pool["gpu_memory_bytes"] == 42_298_834_944
+    assert pool["requested_bytes"] == int(42_298_834_944 * 0.9)  # 0.11: total x utilization, no ceil
+    assert pool["budget"][0][0]["source"] == "test device"
+
+
 def test_probe_budget_rows() -> None:
     log = "tests/data/vllm-logs/dennislee22-qwen2-7b-instruct-gmu0.5-0.10.1.1.log"
     figures, settings = parse_budget(Path(log).read_text())

@@ -35,7 +35,7 @@ from kvcalc.core.budget_rules import (
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.engine import default_max_num_batched_tokens, max_concurrent_batches
 from kvcalc.core.footprint import CacheSettings
-from kvcalc.core.gpus import find_gpu
+from kvcalc.core.gpus import Gpu, find_gpu, is_auto, match_device
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
@@ -54,7 +54,7 @@ def _size(value: Any, flag: str) -> int | None:
 def _gpu_total(s: Settings) -> tuple[str | None, int | None, str]:
     """The GPU's name, its total memory and where the figure comes from."""
     gpu_name, total, source = None, None, ""
-    if s.gpu is not None and str(s.gpu).strip().lower() == "auto":
+    if is_auto(s.gpu):
         from kvcalc.sources.localgpu import detect
 
         gpu_name, total, source = detect()
@@ -79,11 +79,14 @@ def _utilization(s: Settings, line: RuleLine) -> tuple[float, str]:
     return float(util), "--gpu-memory-utilization"
 
 
-def _sm(s: Settings, gpu_name: str | None) -> int:
-    """The GPU's compute capability x 10 from the catalog (0 when unknown)."""
-    if gpu_name is None or s.gpu is None or str(s.gpu).strip().lower() == "auto":
-        return 0
-    return find_gpu(s.gpu).sm
+def _catalog_gpu(s: Settings, gpu_name: str | None) -> Gpu | None:
+    """The catalog entry for --gpu; for --gpu auto, the local device's name matched to the catalog
+    (None for a card the catalog does not hold)."""
+    if gpu_name is None or s.gpu is None:
+        return None
+    if is_auto(s.gpu):
+        return match_device(gpu_name)
+    return find_gpu(s.gpu)
 
 
 def _scheduler(
@@ -192,7 +195,7 @@ def _max_num_seqs(s: Settings, line: RuleLine, total: int | None, gpu_name: str 
 
 def _activation(
     s: Settings, line: RuleLine, model: ModelSpec, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: tuple[int, str],
-    stage: int,
+    stage: int, gpu: Gpu | None = None,
 ) -> tuple[int, str]:
     """torch peak increase of vLLM's profile_run on one GPU of PP stage ``stage``."""
     act = _size(s.activation_bytes, named("activation_bytes"))
@@ -222,7 +225,7 @@ def _activation(
         scratch, scratch_how = v2_gumbel_tables(rows, shapes.vocab)
         scratch_name = "V2 Gumbel tables"
     else:
-        scratch, scratch_how = _topk_scratch(s, line, rows, shapes.vocab)
+        scratch, scratch_how = _topk_scratch(s, line, rows, shapes.vocab, gpu)
     peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch, scratch_name, resident, examples)
     notes = "".join(f"; {x}" for x in (kept_how, scratch_how) if x)
     return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]}){notes}"
@@ -309,7 +312,7 @@ def _pp_buffers(line: RuleLine, shapes: Shapes, mnbt: int, stage: int, v2_runner
     return buf, f" + PP receive buffers {PP_INTERMEDIATE_KEYS} x {mnbt} x hidden {shapes.hidden} x {shapes.dtype_bytes} B = {figure(buf)}"
 
 
-def _topk_scratch(s: Settings, line: RuleLine, rows: int, vocab: int) -> tuple[int, str]:
+def _topk_scratch(s: Settings, line: RuleLine, rows: int, vocab: int, gpu: Gpu | None) -> tuple[int, str]:
     """The Triton top-k/top-p buffer the dummy sampler run leaves cached: on the release lines
     whose default path is that kernel (RuleLine.topk_sm_buffer), or with --sampler triton."""
     if s.sampler not in (None, "auto"):
@@ -317,7 +320,6 @@ def _topk_scratch(s: Settings, line: RuleLine, rows: int, vocab: int) -> tuple[i
             return 0, ""
     elif not line.topk_sm_buffer:
         return 0, ""
-    gpu = None if s.gpu is None or str(s.gpu).strip().lower() == "auto" else find_gpu(s.gpu)
     if gpu is not None and gpu.sms:
         sms, whose = gpu.sms, f"{gpu.name}'s {gpu.sms} SMs (catalog)"
     else:
@@ -349,13 +351,14 @@ def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan, gpu_name: str | N
     over = _size(s.overhead_bytes, named("overhead_bytes"))
     if over is not None:
         return over, "--overhead-bytes"
-    gpu = find_gpu(s.gpu) if s.gpu is not None and _sm(s, gpu_name) else None
+    gpu = _catalog_gpu(s, gpu_name)
+    gpu = gpu if gpu is not None and gpu.sm else None
     return non_torch(line, plan.tp, plan.pp, sm=gpu.sm if gpu else 0, nvswitch=gpu is not None and gpu.nvswitch)
 
 
 def _ambiguous_gpu(asked: str | None) -> tuple[str, ...]:
     """A short alias that other cards' names also start with (--gpu A100) says what it means."""
-    if asked is None or asked.strip().lower() == "auto":
+    if asked is None or is_auto(asked):
         return ()
     from kvcalc.core.gpus import CATALOG
 
@@ -428,7 +431,8 @@ def budget_inputs(
     assert total is not None  # _bypass answers when there is no total
     # vLLM request_memory: ceil(total x utilization) from 0.14; the float product before
     requested = math.ceil(total * util) if line.request_ceil else int(total * util)
-    sm = _sm(s, gpu_name)
+    gpu = _catalog_gpu(s, gpu_name)
+    sm = gpu.sm if gpu else 0
     marlin = mxfp4_marlin(line, sm)
     stage_weights = _weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, marlin, fp8_marlin=fp8_marlin(sm))
     weights, src = with_lora(s, model, plan, *stage_weights, cache.mamba_dtype_bytes)
@@ -449,7 +453,7 @@ def budget_inputs(
                 f"use ({format_bytes(requested)} = {util} x {format_bytes(total)}); use more GPUs ({named('tp')}/{named('pp')}), a larger GPU "
                 f"or a higher {named('gpu_memory_utilization')}"
             )
-        act, act_src = _activation(s, line, model, shapes, plan, mnbt, seqs, stage)
+        act, act_src = _activation(s, line, model, shapes, plan, mnbt, seqs, stage, gpu)
         if encoder is not None and stage == 0 and s.activation_bytes is None:
             act, act_src = _with_encoder(act, act_src, encoder)
         state, state_how = (0, "") if s.overhead_bytes is not None else _runner_state(

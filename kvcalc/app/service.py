@@ -217,9 +217,10 @@ def check_flags(s: Settings) -> None:
         elif f.kind == INT_LIST:
             parse_int_list(v, named(name))
     if s.gpu is not None:
-        from kvcalc.core.gpus import find_gpu
+        from kvcalc.core.gpus import find_gpu, is_auto
 
-        find_gpu(s.gpu)
+        if not is_auto(s.gpu):
+            find_gpu(s.gpu)
     check_version(s)
 
 
@@ -261,9 +262,10 @@ def check_settings(model: ModelSpec, s: Settings) -> None:
     max_model_len(model, s)
     cache_settings(model, s, block_size=default_block_size(model, s))
     if s.gpu is not None:
-        from kvcalc.core.gpus import find_gpu
+        from kvcalc.core.gpus import find_gpu, is_auto
 
-        find_gpu(s.gpu)
+        if not is_auto(s.gpu):
+            find_gpu(s.gpu)
 
 
 def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.budget import _gpu_total, _size, _sm, _weights
+from kvcalc.app.budget import _catalog_gpu, _gpu_total, _size, _weights
 from kvcalc.app.settings import Settings
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.footprint import CacheSettings, stage_specs
@@ -97,7 +97,8 @@ def _free_memory(
     rope: tuple[int, str] = (0, "")
     if after is None and before is not None:
         # a catalog GPU that is not NVIDIA's has sm 0; one given by its memory alone (or auto) is taken as CUDA
-        nvidia = s.gpu is None or str(s.gpu).strip().lower() == "auto" or _sm(s, gpu_name) > 0
+        gpu = _catalog_gpu(s, gpu_name)
+        nvidia = gpu is None or gpu.sm > 0
         rope = rope_cache_bytes(model.arch, model.head_dim, model.mla, MODEL_DTYPES.get(model.dtype, 2),
                                 parse_release(str(s.sglang_version)), nvidia)
         after = before - max(weights) - rope[0]

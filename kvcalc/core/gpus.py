@@ -100,6 +100,11 @@ def _norm(name: str) -> str:
 _BY_NAME: dict[str, Gpu] = {}
 
 
+def is_auto(name: object) -> bool:
+    """``--gpu auto``: the local GPU, read at run time (sources.localgpu), not a catalog entry."""
+    return isinstance(name, str) and name.strip().lower() == "auto"
+
+
 def find_gpu(name: str) -> Gpu:
     if not _BY_NAME:
         for gpu in reversed(CATALOG):  # the first entry wins when names collide
@@ -112,3 +117,26 @@ def find_gpu(name: str) -> Gpu:
         f"{named('gpu')} {name!r} is not in the catalog; known: {', '.join(g.name for g in CATALOG)} "
         f"(or give {named('gpu_memory')})"
     )
+
+
+_VENDOR_WORDS = frozenset(("NVIDIA", "TESLA", "GEFORCE", "QUADRO", "AMD", "INSTINCT", "RADEON"))
+
+
+def match_device(device_name: str) -> Gpu | None:
+    """The catalog entry for a device name as torch or nvidia-smi prints it ("NVIDIA H100 80GB HBM3",
+    "Tesla T4", "NVIDIA GeForce RTX 4090", "AMD Instinct MI300X"): vendor words dropped, then the
+    longest leading run of words that names an entry; None when none does (an uncatalogued card)."""
+    words = [w for w in _norm(device_name).split("-") if w and w not in _VENDOR_WORDS]
+    for n in range(len(words), 0, -1):
+        found = _lookup("-".join(words[:n]))
+        if found is not None:
+            return found
+    return None
+
+
+def _lookup(key: str) -> Gpu | None:
+    try:
+        return find_gpu(key)
+    except PlanError:
+        return None
+
