@@ -15,18 +15,16 @@ Embeddings, LM head and norms stay in the model dtype.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from functools import lru_cache
 
 from kvcalc.core.dtypes import MODEL_DTYPES
+from kvcalc.core.mixers import arch_int, mixer_params
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
 from kvcalc.core.record import record
 from kvcalc.core.weight_tensors import stage_slack
-from kvcalc.errors import ConfigError, named
-
-MAX_ARCH_NUMBER = 1 << 40  # no real architecture number is larger (as kvcalc.sources.config)
+from kvcalc.errors import ConfigError
 
 
 @record
@@ -34,22 +32,6 @@ class WeightEstimate:
     parameters: int  # whole model
     bytes_per_stage: tuple[int, ...]  # per GPU of each PP stage
     method: str
-
-
-def arch_int(a: dict, *keys: str, default: int = 0) -> int:
-    """The first of ``keys`` the config gives as a number, as an int; ``default`` when none.
-    Values that are not numbers are passed over (an estimate does without them); a number
-    that is NaN, infinite, negative or beyond any real model is a ConfigError naming it."""
-    for k in keys:
-        v = a.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            if not ((isinstance(v, int) or math.isfinite(v)) and 0 <= v <= MAX_ARCH_NUMBER):
-                raise ConfigError(
-                    f"config field '{k}' is {v!r}; the weights estimate needs a non-negative number up to 2**40 "
-                    f"(or pass {named('weights_bytes')} and {named('activation_bytes')})"
-                )
-            return int(v)
-    return default
 
 
 _get = arch_int
@@ -61,16 +43,7 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
     heads = model.num_attention_heads
     attn = 0
     if kind == "mamba":
-        if "linear_num_value_heads" in a:
-            kh, vh = _get(a, "linear_num_key_heads"), _get(a, "linear_num_value_heads")
-            kd, vd = _get(a, "linear_key_head_dim"), _get(a, "linear_value_head_dim")
-            conv = (2 * kh * kd + vh * vd) * _get(a, "linear_conv_kernel_dim", default=4)
-            attn = h * (2 * kh * kd + 2 * vh * vd) + h * 2 * vh + conv + vh * vd * h
-        else:
-            inner = _get(a, "mamba_expand", default=2) * h
-            state, rank = _get(a, "mamba_d_state", default=16), _get(a, "mamba_dt_rank", default=max(1, h // 16))
-            attn = h * 2 * inner + inner * _get(a, "mamba_d_conv", default=4) + inner * (rank + 2 * state)
-            attn += rank * inner + inner * state + inner + inner * h
+        attn = mixer_params(a, h)
     elif model.mla:
         q_lora = _get(a, "q_lora_rank")
         nope, rope, v = _get(a, "qk_nope_head_dim"), _get(a, "qk_rope_head_dim"), _get(a, "v_head_dim")
@@ -134,7 +107,11 @@ LLAMA4_TYPES = ("llama4_text", "llama4")
 # (llama3_rope.py:33-54). Others (YaRN, dynamic NTK, longrope, MLA's DeepSeek scaling) size it otherwise: not counted.
 # Mistral: vllm==0.10.2 maps MistralForCausalLM to LlamaForCausalLM (model_executor/models/registry.py:112),
 # whose attention calls get_rope without a dtype (llama.py:228-236).
-ROPE_TABLE_TYPES = ("llama", "llama4_text", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "gemma2", "mistral")
+# Granite 4.0 (granitemoehybrid) the same, when position_embedding_type is "rope" (vllm==0.11.0:
+# models/granitemoehybrid.py:254-262).
+ROPE_TABLE_TYPES = (
+    "llama", "llama4_text", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "gemma2", "mistral", "granitemoehybrid"
+)
 ROPE_TABLE_KINDS = ("default", "llama3")
 GEMMA3_TYPES = ("gemma3", "gemma3_text")
 QUANTIZATIONS = ("fp8", "fp8_e4m3", "mxfp4", "awq", "gptq", "compressed-tensors", "bitsandbytes")
@@ -226,6 +203,8 @@ def rope_table_bytes(model: ModelSpec, a: dict, dt: int) -> tuple[int, str]:
         return table, f"fp32 YaRN table {table:,} B" if table else ""
     gemma3 = model.model_type in GEMMA3_TYPES
     if model.mla or (model.model_type not in ROPE_TABLE_TYPES and not gemma3):
+        return 0, ""
+    if a.get("position_embedding_type", "rope") != "rope":  # Granite 4.0-H: no RoPE (granitemoehybrid.py:254)
         return 0, ""
     rope = a.get("rope_scaling") if a.get("rope_scaling") is not None else a.get("rope_parameters")
     kind = str(rope.get("rope_type") or rope.get("type") or "default") if isinstance(rope, dict) else "default"

@@ -7,12 +7,15 @@ config lacks a field (vLLM reads configs through transformers; kvcalc reads raw 
 
 from __future__ import annotations
 
-import math
 from typing import Any, NoReturn
 
 from kvcalc.core.dtypes import normalize_model_dtype
 from kvcalc.core.model import LayerArch, ModelSpec, StateArch
 from kvcalc.errors import ConfigError
+from kvcalc.sources.config_fields import MAX_FIELD
+from kvcalc.sources.config_fields import checked_int as _int
+from kvcalc.sources.config_fields import finite as _finite
+from kvcalc.sources.state_config import state_arch
 
 # vLLM ModelArchConfigConvertor.is_deepseek_mla (model types that cache one latent)
 MLA_MODEL_TYPES = frozenset(
@@ -77,6 +80,7 @@ REVIEWED_TYPES = frozenset(
         "llama4",
         "llama4_text",
         "jamba",
+        "granitemoehybrid",
         "whisper",
         "t5",
         *MLA_MODEL_TYPES,
@@ -84,35 +88,7 @@ REVIEWED_TYPES = frozenset(
 )
 
 
-# No real architecture number comes near these; larger ones are corrupt or hostile configs
-# (a config asking for 10**9 layers would otherwise build 10**9 layer records).
-MAX_FIELD = 1 << 40
-MAX_LAYERS = 10_000
-
-
-def _finite(v: int | float) -> bool:
-    """math.isfinite, which raises OverflowError on ints beyond a float (JSON allows 10**400)."""
-    return isinstance(v, int) or math.isfinite(v)
-
-
-def _field(cfg: dict, key: str, where: str) -> Any:
-    if key not in cfg or cfg[key] is None:
-        raise ConfigError(f"config{where} lacks '{key}', needed to size the KV cache")
-    return cfg[key]
-
-
-def _int(cfg: dict, key: str, where: str, *, minimum: int = 1) -> int:
-    value = _field(cfg, key, where)
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer() and math.isfinite(value):
-            value = int(value)
-        else:
-            raise ConfigError(f"config{where} field '{key}' must be an integer, got {value!r}")
-    if value < minimum:
-        raise ConfigError(f"config{where} field '{key}' must be >= {minimum}, got {value}")
-    if value > MAX_FIELD:
-        raise ConfigError(f"config{where} field '{key}' is {value}, beyond any real model (limit 2**40)")
-    return value
+MAX_LAYERS = 10_000  # a config asking for 10**9 layers would otherwise build 10**9 layer records
 
 
 def _layers(cfg: dict, key: str, where: str) -> int:
@@ -317,33 +293,6 @@ def _default_layer_types(text: dict, where: str, model_type: str, n: int, sw: in
     return None
 
 
-def _state_arch(text: dict, where: str, model_type: str) -> tuple[tuple[StateArch, ...], tuple[tuple[str, int], ...]]:
-    if model_type == "qwen3_next" or "linear_num_value_heads" in text:
-        k_heads = _int(text, "linear_num_key_heads", where)
-        v_heads = _int(text, "linear_num_value_heads", where)
-        k_dim = _int(text, "linear_key_head_dim", where)
-        v_dim = _int(text, "linear_value_head_dim", where)
-        kernel = _int(text, "linear_conv_kernel_dim", where)
-        conv_dim = 2 * k_dim * k_heads + v_dim * v_heads
-        state = (
-            StateArch((conv_dim, kernel - 1), 0, "conv"),  # vLLM gated_delta_net_state_shape
-            StateArch((v_heads, v_dim, k_dim), 0, "ssm"),
-        )
-        return state, (("linear-attention key heads", k_heads), ("linear-attention value heads", v_heads))
-    if model_type == "jamba":
-        hidden = _int(text, "hidden_size", where)
-        inner = _int(text, "mamba_expand", where) * hidden
-        state = (
-            StateArch((inner, _int(text, "mamba_d_conv", where) - 1), 0, "conv"),  # vLLM mamba1_state_shape
-            StateArch((inner, _int(text, "mamba_d_state", where)), 0, "ssm"),
-        )
-        return state, (("mamba inner channels", inner),)
-    raise ConfigError(
-        f"model_type {model_type!r} has state-space layers kvcalc does not model yet; "
-        "it needs the state shapes (conv kernel, state size, heads) of vLLM's MambaStateShapeCalculator"
-    )
-
-
 def _encoder_decoder(cfg: dict, name: str, source: str, model_type: str, notes: list[str]) -> ModelSpec:
     if model_type == "whisper":
         n = _layers(cfg, "decoder_layers", "")
@@ -403,9 +352,11 @@ def _arch(cfg: dict, text: dict, where: str) -> dict:
     (its tower is loaded with the decoder: kvcalc.core.weights counts Llama 4's and LLaVA's CLIP tower)
     and the wrapper fields LLaVA's tower is sized by: its architectures (kept apart from the decoder's),
     vision_feature_layer and multimodal_projector_bias."""
+    arch = dict(cfg) if not where else dict(text)
+    if str(text.get("model_type")) == "granitemoehybrid":
+        _granite_mlp_keys(arch)
     if not where:
-        return dict(cfg)
-    arch = dict(text)
+        return arch
     if isinstance(cfg.get("vision_config"), dict):
         arch["vision_config"] = cfg["vision_config"]
         arch["wrapper_architectures"] = cfg.get("architectures")
@@ -416,6 +367,19 @@ def _arch(cfg: dict, text: dict, where: str) -> dict:
         keys = ("model_type", "image_grid_pinpoints", "vision_feature_select_strategy", "mm_tokens_per_image")
         arch["wrapper"] = {k: cfg[k] for k in keys if k in cfg}
     return arch
+
+
+def _granite_mlp_keys(arch: dict) -> None:
+    """Granite 4.0 names its MLP widths its own way: every layer has a shared (dense, gated) MLP of
+    shared_intermediate_size, plus, when num_local_experts > 0, experts of intermediate_size each
+    (vllm==0.11.0: models/granitemoehybrid.py:71-87, :148-164). The keys the weights estimate and the
+    budget read are set to those meanings."""
+    shared, experts = arch.get("shared_intermediate_size"), arch.get("num_local_experts") or 0
+    if experts and "intermediate_size" in arch:
+        arch["moe_intermediate_size"] = arch["intermediate_size"]
+        arch["shared_expert_intermediate_size"] = shared or 0
+    if shared:
+        arch["intermediate_size"] = shared
 
 
 def spec_from_config(cfg: Any, *, name: str, source: str) -> ModelSpec:
@@ -460,7 +424,7 @@ def spec_from_config(cfg: Any, *, name: str, source: str) -> ModelSpec:
     state: tuple[StateArch, ...] = ()
     divisors: tuple[tuple[str, int], ...] = ()
     if any(k == "mamba" for k, _ in kinds):
-        state, divisors = _state_arch(text, where, text_type)
+        state, divisors = state_arch(text, where, text_type)
     layers = []
     for i, (kind, window) in enumerate(kinds):
         if kind == "mamba":
