@@ -146,7 +146,26 @@ GEOMETRY = {
     ),
     # MLA: 61 x 576 x 2 B, one latent buffer ("KV size")
     "amd-issues-kimi-k2.5-0.5.8.post1-rocm.log": ("kimi-k2-instruct", ["--tp", "8", "--sglang-version", "0.5.8.post1"], 61 * 576 * 2),
+    # granite-4.0-h-micro: 4 attention layers of 40 x 8 KV heads x 64 x 2 B (the PR branch taken as 0.5.10)
+    "pr-18040-granite-4.0-h-micro-unknown.log": (
+        "tests/data/vllm-budget/configs/granite-4.0-h-micro.json", ["--sglang-version", "0.5.10"], 4 * 8 * 64 * 2,
+    ),
 }
+
+
+def test_granite_h_micro_mamba_state_pool(run_json) -> None:
+    """R9 on the PR 18040 start: "Mamba Cache is allocated. max_mamba_cache_size: 38, conv_state size: 0.03GB,
+    ssm_state size: 2.74GB". SGLang allocates max_mamba_cache_size + 1 slots (sglang==0.5.10:
+    mem_cache/memory_pool.py:253-271), conv state in bf16 and the SSM state in float32 (configs/mamba_utils.py:
+    47-96). By hand, per slot over the 36 Mamba-2 layers: conv 3 x (4096 + 2 x 128) x 2 B = 26,112 B and SSM
+    64 heads x 64 x 128 x 4 B = 2,097,152 B; 39 slots: 0.034 GiB and 2.742 GiB, the logged figures."""
+    e = INDEX["pr-18040-granite-4.0-h-micro-unknown.log"]["logged"]
+    conv, ssm = 36 * 26_112, 36 * 2_097_152
+    assert (gb(39 * conv), gb(39 * ssm)) == (f"{e['mamba_conv_state_gb']:.2f}", f"{e['mamba_ssm_state_gb']:.2f}")
+    pool = run_json("size", "tests/data/vllm-budget/configs/granite-4.0-h-micro.json", "--engine", "sglang",
+                    "--sglang-version", "0.5.10", "--free-before-weights", "15.24GiB", "--free-after-weights", "9.26GiB",
+                    "--gpu-memory", "16GiB")["pool"]
+    assert pool["mamba_state_bytes_per_request"] == conv + ssm
 
 
 @pytest.mark.parametrize("file", sorted(GEOMETRY))
@@ -182,7 +201,6 @@ def test_index_covers_the_suite() -> None:
         "pr-18039-mimo-v2-flash-unknown.log": "no preset for MiMo-V2-Flash",
         "pr-15464-mimo-v2-flash-unknown.log": "no preset for MiMo-V2-Flash",
         "inferencex-2128-deepseek-v4-pro-unknown.log": "DeepSeek-V4 multi-pool: not modelled",
-        "pr-18040-granite-4.0-h-micro-unknown.log": "no preset for granite-4.0-h (mamba state size unknown)",
         "issue-4330-error-0.4.3.post2.log": "no memory figures",
         "kvcached-198-gpt-oss-20b-dated-2025-10.log": "crashed before the pool",
         "ktransformers-1870-qwen3.5-moe-dated-2026-02.log": "model id and pre-load figure not logged",

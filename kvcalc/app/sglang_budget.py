@@ -26,6 +26,7 @@ from kvcalc.core.sglang import (
     parse_release,
     rope_cache_bytes,
     rules_for,
+    state_dtype_bytes,
 )
 from kvcalc.core.sglang_pool import SglangInputs, SglangPool, sglang_pool
 from kvcalc.core.units import figure, parse_size
@@ -191,10 +192,11 @@ def sglang_report(
     model: ModelSpec, s: Settings, plan: ParallelPlan, cache: CacheSettings, context_len: int, checkpoint: dict | None
 ) -> SglangPool:
     """SGLang's pool for the settings: its line's rules on kvcalc's per-layer specs."""
-    i, _line = sglang_inputs(model, s, plan, context_len, checkpoint)
+    i, line = sglang_inputs(model, s, plan, context_len, checkpoint)
     i = replace(i, kv_dtype=cache.kv_dtype.name)
     attn, _dp = attention_plan(s, plan)
-    stages = stage_specs(model, attn, replace(cache, block_size=1))
+    conv, ssm = state_dtype_bytes(line, model.arch.get("mamba_ssm_dtype"))
+    stages = stage_specs(model, attn, replace(cache, block_size=1, mamba_dtype_bytes=conv, mamba_ssm_dtype_bytes=ssm))
     pool = sglang_pool(model, plan, stages, i)
     notes = [i.rules]
     if model.kinds and any(k in ("sliding", "chunked") for k in model.kinds) and pool.swa_tokens is None:

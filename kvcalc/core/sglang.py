@@ -69,6 +69,9 @@ class Line:
     running: str
     chunk: str  # chunked_prefill_size / cuda_graph_max_bs defaults: "0.4.0" | "0.4.10" | "0.5.3" | "0.5.6"
     mamba: bool = False  # mamba state carved out of the budget (R9)
+    # R9: the SSM state dtype is float32 (server arg, sglang==0.5.3: server_args.py:345, configs/qwen3_next.py:301-312);
+    # from 0.5.10 a config's mamba_ssm_dtype overrides it (sglang==0.5.10: configs/mamba_utils.py:47-96). Conv state: bf16.
+    ssm_dtype_from_config: bool = False
     rest_error: bool = False  # ValueError when the budget is <= 0 (0.5.16+)
     scheduler_gpu_mem: bool = False  # available_gpu_mem on the scheduler line
     cite: str = ""
@@ -125,7 +128,7 @@ _L053 = _line(
 )
 _L056 = _line("0.5.6", _L053, chunk="0.5.6", cite="sglang==0.5.6: python/sglang/srt/model_executor/model_runner.py:1417-1750")
 _L0510 = _line(
-    "0.5.10", _L056, mfs=MFS_RESERVED_PCG, v_head=True, swa=SWA_LIST, running=RUN_EST_CAP,
+    "0.5.10", _L056, mfs=MFS_RESERVED_PCG, v_head=True, swa=SWA_LIST, running=RUN_EST_CAP, ssm_dtype_from_config=True,
     cite="sglang==0.5.10: python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py:57-859, server_args.py:1155-1327",
 )
 _L0516 = _line(
@@ -314,3 +317,17 @@ def rope_cache_bytes(arch: dict, head_dim: int, mla: bool, model_dtype_bytes: in
         f"RoPE cos/sin table{'s' if tables > 1 else ''} on the GPU: {tables} x {rows:,} positions x {rot} x "
         f"{elt} B ({'fp32' if fp32 else 'model dtype'})"
     )
+
+
+SSM_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def state_dtype_bytes(line: Line, config_ssm_dtype: object) -> tuple[int, int]:
+    """R9: (conv, SSM) bytes per element of SGLang's mamba state pool: conv bf16, SSM float32 unless the
+    release reads the config's mamba_ssm_dtype and it names another (an unknown name falls back to float32,
+    as SGLang does with a warning)."""
+    ssm = 4
+    if line.ssm_dtype_from_config and isinstance(config_ssm_dtype, str):
+        ssm = SSM_DTYPE_BYTES.get(config_ssm_dtype, 4)
+    return 2, ssm
+
