@@ -357,7 +357,7 @@ def test_0_20_1_keeps_the_triton_topk_buffer_that_0_21_0_drops() -> None:
     assert "Triton" in a.sampler_path and "FlashInfer" in b.sampler_path and a.sampler_bytes == b.sampler_bytes == 14
 
 
-def test_model_runner_v2_default_architectures_0_22_to_0_25() -> None:
+def test_model_runner_v2_default_architectures_0_22_to_0_28() -> None:
     # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (config/vllm.py): 0.22.0 Qwen3 only; 0.23.0 + Llama, Mistral;
     # 0.24.0 + DeepSeek-V2, Qwen2-MoE, GraniteMoE; 0.25.0 drops Qwen3 and Llama. Under V2 the dummy sampler
     # keeps top_k = vocab, top_p = 1.0 (vllm==0.24.0: v1/worker/gpu/sample/states.py:31-35): bf16 logits 2 B
@@ -372,12 +372,29 @@ def test_model_runner_v2_default_architectures_0_22_to_0_25() -> None:
     s = Settings().with_(gpu="RTX-4090", gpu_memory_utilization=0.92, max_model_len=32768, compile_cache="warm")
     v24 = predict(qwen, s.with_(vllm_version="0.24.0"))[0]
     assert v24["torch_peak"] == 250_150_912 and v24["cudagraphs"] == 0
+    # 0.27.1 runs V2 for Qwen3 too (not MoE); the log's "Using FlashInfer for top-p & top-k sampling" passed as
+    # --sampler flashinfer changes nothing there: V2's dummy run applies no top-k/top-p. From 0.26 it keeps the
+    # logits in bf16 (vllm==0.27.0: v1/worker/gpu/sample/sampler.py:155-159): 256 x 151936 x 2 B + the retained
+    # states 16,777,216 + Gumbel tables 256 x 149 x 12 B = 95,026,176, below the forward, which is the peak
+    v27 = predict(qwen, s.with_(vllm_version="0.27.1", sampler="flashinfer"))[0]
+    assert v27["torch_peak"] == 184_549_376 and v27["cudagraphs"] == 0
     # 0.21.0: V1 runner, FlashInfer sampler 14 B per element, CUDA-graph estimate subtracted
     v21 = predict(qwen, s.with_(vllm_version="0.21.0"))[0]
     assert v21["torch_peak"] == 256 * 151936 * 14 + 16_777_216 and v21["cudagraphs"] > 0
-    # Llama (LlamaForCausalLM): V1 in 0.22, V2 in 0.23 and 0.24, V1 again in 0.25
-    graphs = [_budget(gpu="RTX-4090", max_model_len=8192, vllm_version=v)["cudagraphs"] for v in ("0.22.0", "0.23.0", "0.24.0", "0.25.0")]
-    assert graphs[0] > 0 and graphs[1] == graphs[2] == 0 and graphs[3] > 0
+    # Llama (LlamaForCausalLM, dense): V1 in 0.22 (not listed), V2 in 0.23 and 0.24 (listed), and V2 in 0.25-0.28
+    # too, where any model that is not MoE or hybrid takes V2 (_is_default_v2_model_runner_model, vllm==0.25.0:
+    # config/vllm.py:556-574, `... or not model_config.is_moe`; 0.28.0: :691-712); 0.21: V1 for all
+    versions = ("0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.25.0", "0.26.0", "0.27.0", "0.28.0")
+    graphs = [_budget(gpu="RTX-4090", max_model_len=8192, vllm_version=v)["cudagraphs"] for v in versions]
+    assert graphs[0] > 0 and graphs[1] > 0 and graphs[2:] == [0] * 6
+    # 0.22/0.23 take V2 only for an unquantized listed model (vllm==0.23.0: config/vllm.py:538-553): FP8 Llama is V1
+    assert _budget(gpu="RTX-4090", max_model_len=8192, vllm_version="0.23.0", quantization="fp8")["cudagraphs"] > 0
+    # 0.25-0.28: an MoE model not on the list (Qwen3MoeForCausalLM) and a hybrid (Qwen3-Next) stay on V1
+    moe = predict(resolve("qwen3-30b-a3b").spec, Settings().with_(gpu="H100", vllm_version="0.27.0", max_model_len=8192))[0]
+    assert moe["cudagraphs"] > 0
+    nxt = predict(resolve("qwen3-next-80b-a3b-thinking").spec,
+                  Settings().with_(gpu="H200", vllm_version="0.26.0", max_model_len=8192, tp=2))[0]
+    assert nxt["cudagraphs"] > 0
     # the logged figure (tests/data/vllm-budget/thunderagent-qwen3-8b-rtx4090-u0.92-0.24.0.log): 6.03 GiB, which the
     # warm-cache prediction meets (the log has no timestamps to tell the cache state); a cold cache would charge the
     # embedding kernel's autotune examples instead of the sampler run:

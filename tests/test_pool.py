@@ -175,3 +175,14 @@ def test_default_batched_tokens_capped_by_max_num_seqs(run_json):
     assert p["max_num_batched_tokens"] == 1024 * 4
     p = pool(run_json, "qwen3-0.6b", "--gpu", "H100-80GB", "--max-model-len", "4096")
     assert p["max_num_batched_tokens"] == 8192
+
+
+def test_rocm_attention_backends(run, run_json):
+    """vLLM's ROCm backends take kernel blocks of 16 or multiples of 16 (vllm==0.33.0: v1/attention/backends/
+    rocm_attn.py:153-165, rocm_aiter_fa.py:912-913, rocm_aiter_unified_attn.py:73-74): the default 16 stands;
+    they are not MLA backends."""
+    for backend in ("ROCM_ATTN", "ROCM_AITER_FA", "ROCM_AITER_UNIFIED_ATTN"):
+        d = run_json("size", "qwen3-8b", "--gpu", "MI300X", "--attention-backend", backend)
+        assert d["block_size"] == 16
+    code, _, err = run("size", "deepseek-v2-lite", "--attention-backend", "ROCM_AITER_FA")
+    assert code == 2 and "ROCM_AITER_FA is a non-MLA backend" in err

@@ -10,6 +10,7 @@ from typing import Any
 from kvcalc.app.cudagraph_budget import cudagraph_term
 from kvcalc.app.lora_budget import with_lora
 from kvcalc.app.mm_encoder import encoder_term
+from kvcalc.app.runner import model_runner_v2
 from kvcalc.app.settings import Settings
 from kvcalc.core.budget_rules import (
     DEFAULT_SM_COUNT,
@@ -26,7 +27,6 @@ from kvcalc.core.budget_rules import (
     non_torch,
     pp_intermediate_buffers,
     profile_peak,
-    runner_v2,
     sampler_bytes_per_element,
     topk_sm_buffer,
     v2_gumbel_tables,
@@ -203,8 +203,8 @@ def _activation(
         return act, "--activation-bytes"
     if s.sampler is not None and s.sampler not in SAMPLERS:
         raise PlanError(f"{named('sampler')} {s.sampler!r} is not known; valid: {', '.join(SAMPLERS)}")
-    v2 = runner_v2(line, model.arch.get("architectures"))
-    resident, resident_how = _pp_buffers(line, shapes, mnbt, stage, _v2_runner(line, model))
+    v2 = "" if line.v2_for_all else model_runner_v2(line, model, s)
+    resident, resident_how = _pp_buffers(line, shapes, mnbt, stage, _v2_runner(line, model, s))
     examples = _compile_examples(s, line, model, shapes, plan, mnbt, stage)
     if stage < plan.pp - 1:  # the dummy sampler runs on the last PP rank only
         per_token, which = forward_per_token(shapes, plan.tp)
@@ -213,31 +213,37 @@ def _activation(
         return mnbt * per_token + resident, (
             f"estimate: forward over {mnbt} tokens ({which}){resident_how}; the sampler runs on the last PP stage"
         )
-    bpe, path = sampler_bytes_per_element(line, s.sampler, shapes.dtype_bytes)
+    # model runner V2's dummy run applies no top-k/top-p (0.22-0.32), so a named top-k/top-p path changes nothing there
+    unused = s.sampler in ("native", "flashinfer", "triton") and (bool(v2) or line.sampler_path == SAMPLER_V2_DUMMY)
+    sampler = None if unused else s.sampler
+    bpe, path = sampler_bytes_per_element(line, sampler, shapes.dtype_bytes)
     rows = min(mnbt, seqs[0])
     kept, kept_how = _moe_kept(s, model, shapes, plan, mnbt, line)
     scratch_name = "Triton top-k/top-p buffer"
-    if v2 and s.sampler in (None, "auto"):
-        bpe = V2_DUMMY_SAMPLER_BYTES + max(shapes.dtype_bytes - 2, 0)
-        path = f"model runner V2 (vLLM {line.label} default for {v2}): logits + fp32 copy, no top-k/top-p in the dummy run"
-        scratch, scratch_how = 0, ""
-    elif line.sampler_path == SAMPLER_V2_DUMMY and s.sampler in (None, "auto"):
+    if v2 and sampler in (None, "auto"):  # RuleLine.v2_logits_fp32_copy: 0.22-0.25 copy the logits to fp32
+        copy = line.v2_logits_fp32_copy
+        bpe = V2_DUMMY_SAMPLER_BYTES + max(shapes.dtype_bytes - 2, 0) if copy else shapes.dtype_bytes
+        held = "logits + fp32 copy" if copy else "logits in the model dtype"
+        path = f"model runner V2 (vLLM {line.label} default for {v2}): {held}, no top-k/top-p in the dummy run"
+        scratch, scratch_how = (0, "") if copy else v2_gumbel_tables(rows, shapes.vocab)
+        scratch_name = "V2 Gumbel tables"
+    elif line.sampler_path == SAMPLER_V2_DUMMY and sampler in (None, "auto"):
         scratch, scratch_how = v2_gumbel_tables(rows, shapes.vocab)
         scratch_name = "V2 Gumbel tables"
     else:
         scratch, scratch_how = _topk_scratch(s, line, rows, shapes.vocab, gpu)
     peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch, scratch_name, resident, examples)
-    notes = "".join(f"; {x}" for x in (kept_how, scratch_how) if x)
+    unused_how = f"--sampler {s.sampler} not used: model runner V2's dummy run applies no top-k/top-p" if unused else ""
+    notes = "".join(f"; {x}" for x in (kept_how, scratch_how, unused_how) if x)
     return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]}){notes}"
 
 
 COMPILE_CACHES = ("cold", "warm")
 
 
-def _v2_runner(line: RuleLine, model: ModelSpec) -> bool:
-    """The release runs model runner V2 for this model: for every architecture (0.29+) or for its
-    default architectures (0.22-0.25, budget_rules.runner_v2)."""
-    return line.v2_for_all or bool(runner_v2(line, model.arch.get("architectures")))
+def _v2_runner(line: RuleLine, model: ModelSpec, s: Settings) -> bool:
+    """The release runs model runner V2 for this model (app.runner)."""
+    return bool(model_runner_v2(line, model, s))
 
 
 def _with_encoder(act: int, how: str, encoder: tuple[int, int, str]) -> tuple[int, str]:
@@ -278,13 +284,15 @@ def _compile_examples(
     return total, f"{how} ({src})"
 
 
-def _runner_state(line: RuleLine, model: ModelSpec, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: int, stage: int) -> tuple[int, str]:
+def _runner_state(
+    line: RuleLine, model: ModelSpec, shapes: Shapes, plan: ParallelPlan, mnbt: int, seqs: int, stage: int, v2: bool
+) -> tuple[int, str]:
     """What model runner V2 allocates in load_model after the weights' measurement and before the
     profile run, on one GPU of PP stage ``stage``: charged only where vLLM counts the free-memory
     delta (RuleLine.free_delta_accounting, 0.27+). The penalty state on the last stage
     (budget_rules.v2_sampler_state) and the PP receive buffers on every stage but the first
     (vllm==0.29.0: v1/worker/gpu/model_runner.py:480-489; 0.33.0: :542-551)."""
-    if not (_v2_runner(line, model) and line.free_delta_accounting):
+    if not (v2 and line.free_delta_accounting):
         return 0, ""
     total, parts = 0, []
     if stage > 0:
@@ -442,7 +450,7 @@ def budget_inputs(
     over, over_src = _overhead(s, line, plan, gpu_name)
     graph, graph_src = cudagraph_term(s, line, shapes, model, plan, mnbt, seqs[0], sm)
     notes: list[str] = list(_ambiguous_gpu(s.gpu))
-    encoder = encoder_term(s, model, line, plan.tp, mnbt, seqs[0], max_model_len, shapes.dtype_bytes, _v2_runner(line, model))
+    encoder = encoder_term(s, model, line, plan.tp, mnbt, seqs[0], max_model_len, shapes.dtype_bytes, _v2_runner(line, model, s))
     if _multimodal(model) and encoder is None:
         notes.append("the multimodal/encoder profile run is not modelled: pass --activation-bytes from vLLM's log")
     available, terms, acts, overs = [], [], [], []
@@ -457,7 +465,7 @@ def budget_inputs(
         if encoder is not None and stage == 0 and s.activation_bytes is None:
             act, act_src = _with_encoder(act, act_src, encoder)
         state, state_how = (0, "") if s.overhead_bytes is not None else _runner_state(
-            line, model, shapes, plan, mnbt, seqs[0], stage
+            line, model, shapes, plan, mnbt, seqs[0], stage, _v2_runner(line, model, s)
         )
         stage_over = over + state
         stage_over_src = f"{over_src} + {state_how} (vLLM {line.label} counts the free-memory delta)" if state else over_src

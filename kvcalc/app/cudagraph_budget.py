@@ -1,12 +1,13 @@
 """The CUDA-graph term of the budget: vLLM's estimate of the graphs it will capture after sizing the KV
 cache (subtracted from 0.20: model runner V1 through 0.28, model runner V2 from 0.29), or what the settings
-say instead (--cudagraph-bytes, --enforce-eager, a release that does not subtract it, 0.22-0.25's model
+say instead (--cudagraph-bytes, --enforce-eager, a release that does not subtract it, 0.22-0.28's model
 runner V2, which estimates nothing)."""
 
 from __future__ import annotations
 
+from kvcalc.app.runner import model_runner_v2
 from kvcalc.app.settings import Settings
-from kvcalc.core.budget_rules import Shapes, capture_sizes, cudagraph_estimate, runner_v2
+from kvcalc.core.budget_rules import Shapes, capture_sizes, cudagraph_estimate
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.units import parse_size
@@ -40,8 +41,8 @@ def cudagraph_term(
         return 0, "--enforce-eager: no CUDA graphs"
     if not line.cudagraphs_subtracted:
         return 0, f"vLLM {line.label} does not subtract CUDA graphs (captured after sizing, out of the 1 - utilization headroom)"
-    v2 = runner_v2(line, model.arch.get("architectures"))
-    if v2:  # vllm==0.24.0: v1/worker/gpu/model_runner.py:684-686 (0.22.0: :620-622; 0.25.0: :680-682)
+    v2 = "" if line.v2_for_all else model_runner_v2(line, model, s)
+    if v2:  # vllm==0.24.0: v1/worker/gpu/model_runner.py:684-686 (0.22.0: :620-622; 0.25.0: :680-682; 0.28.0: :843-845)
         return 0, f"model runner V2 (vLLM {line.label} default for {v2}) estimates no CUDA-graph memory (profile_cudagraph_memory returns 0)"
     if s.cudagraph_capture_sizes:
         sizes = tuple(sorted({int(x) for x in str(s.cudagraph_capture_sizes).split(",") if x.strip()}))

@@ -21,6 +21,9 @@ from kvcalc.core.vllm_rules import (
     MXFP4_NO_TRITON_KERNELS,
     MXFP4_TORCH27,
     SAMPLER_NATIVE_OR_FI,
+    V2_LISTED,
+    V2_LISTED_DENSE_UNQUANTIZED,
+    V2_LISTED_OR_DENSE,
     RuleLine,
 )
 
@@ -85,7 +88,7 @@ FA3_SPLIT_MAX_BATCH = 992
 # platforms/cuda.py:520-521). Without a catalog GPU kvcalc assumes H100/H200 SXM's 132 SMs.
 TRITON_TOPK_MIN_ROWS = 8
 DEFAULT_SM_COUNT = 132
-# model runner V2's dummy sampler in 0.22-0.25 (RuleLine.v2_default_archs): no top-k/top-p (the dummy requests
+# model runner V2's dummy sampler in 0.22-0.25 (RuleLine.v2_default_archs, v2_logits_fp32_copy): no top-k/top-p (the dummy requests
 # keep top_k = vocab, top_p = 1.0: vllm==0.24.0 v1/worker/gpu/sample/states.py:31-35, :94-101), so the peak per
 # (row x vocab) element is the bf16 logits (2 B, held by _dummy_sampler_run: v1/worker/gpu/model_runner.py:633-644)
 # + their fp32 copy (4 B, sample/sampler.py:157); gumbel_sample's buffers are rows x blocks (gumbel.py)
@@ -99,10 +102,19 @@ ALLOC_BLOCK = 512
 VOCAB_PAD = 64  # vLLM's DEFAULT_VOCAB_PADDING_SIZE (vllm==0.29.0: vocab_parallel_embedding.py:33)
 
 
-def runner_v2(line: RuleLine, architectures: object) -> str:
-    """The architecture that makes this release run model runner V2 by default (0.22-0.25), or ''."""
+def runner_v2(line: RuleLine, architectures: object, *, moe: bool = False, quantized: bool = False, hybrid: bool = False) -> str:
+    """Why this release runs model runner V2 by default for the model before 0.29 (the listed architecture,
+    or "dense models"), or '' when it runs V1 (RuleLine.v2_default_rule)."""
     names = architectures if isinstance(architectures, list) else []
-    return next((a for a in names if isinstance(a, str) and a in line.v2_default_archs), "")
+    listed = next((a for a in names if isinstance(a, str) and a in line.v2_default_archs), "")
+    rule = line.v2_default_rule
+    if rule == V2_LISTED_DENSE_UNQUANTIZED:
+        return listed if not (moe or quantized) else ""
+    if rule == V2_LISTED:
+        return listed
+    if rule == V2_LISTED_OR_DENSE:
+        return listed or ("" if moe or hybrid else "models that are not MoE or hybrid")
+    return ""
 
 
 @record

@@ -19,6 +19,11 @@ BACKENDS: dict[str, tuple[int, bool]] = {
     "FLASHINFER": (16, False),
     "TRITON_ATTN": (16, False),
     "FLEX_ATTENTION": (16, False),
+    # ROCm: kernel block sizes 16 | multiples of 16 (vllm==0.33.0: v1/attention/backends/rocm_attn.py:153-165,
+    # rocm_aiter_fa.py:912-913, rocm_aiter_unified_attn.py:73-74), so vLLM's default 16 stands
+    "ROCM_ATTN": (16, False),
+    "ROCM_AITER_FA": (16, False),
+    "ROCM_AITER_UNIFIED_ATTN": (16, False),
     "FLASH_ATTN_MLA": (16, True),
     "TRITON_MLA": (16, True),
     "FLASHMLA": (64, True),

@@ -72,11 +72,23 @@ SAMPLER_V2_DUMMY = "model runner V2: logits in the model dtype, no per-request p
 
 # architectures that default to model runner V2 before it is the default for all (0.29.0): DEFAULT_V2_MODEL_RUNNER_
 # ARCHITECTURES, config/vllm.py (vllm==0.22.0: :69; 0.23.0: :69-75; 0.24.0: :68-77; 0.25.0: :68-74); none in 0.21.0
-# (VLLM_USE_V2_MODEL_RUNNER default "0", vllm==0.21.0: envs.py:1711-1713). 0.26-0.28 list others (read, not modelled)
+# (VLLM_USE_V2_MODEL_RUNNER default "0", vllm==0.21.0: envs.py:1711-1713)
 V2_ARCHS_0_22 = ("Qwen3ForCausalLM",)
 V2_ARCHS_0_23 = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM")
 V2_ARCHS_0_25 = ("DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "Qwen2MoeForCausalLM")
 V2_ARCHS_0_24 = V2_ARCHS_0_23 + V2_ARCHS_0_25
+# vllm==0.26.0: config/vllm.py:68-77; 0.27.0: :69-79 (+ KimiK3); 0.28.0: :69-80 (+ DeepseekV4)
+V2_ARCHS_0_26 = V2_ARCHS_0_25 + ("InklingForCausalLM", "InklingForConditionalGeneration", "LongcatFlashNgramForCausalLM")
+V2_ARCHS_0_27 = V2_ARCHS_0_26 + ("KimiK3ForConditionalGeneration",)
+V2_ARCHS_0_28 = V2_ARCHS_0_27 + ("DeepseekV4ForCausalLM",)
+# How a release before 0.29 picks model runner V2 by default (_is_default_v2_model_runner_model):
+# a listed architecture that is neither MoE nor quantized (vllm==0.22.0: config/vllm.py:512-527; 0.23.0: :538-553);
+V2_LISTED_DENSE_UNQUANTIZED = "listed, not MoE, not quantized"
+# any listed architecture (vllm==0.24.0: config/vllm.py:544-556);
+V2_LISTED = "listed"
+# a listed architecture, or any model that is not MoE, hybrid (mamba / linear attention) or attention-free
+# (vllm==0.25.0: config/vllm.py:556-574; 0.26.0: :605-622; 0.27.0: :637-658, a hybrid only when listed; 0.28.0: :691-712)
+V2_LISTED_OR_DENSE = "listed, or not MoE"
 
 # chunked-local attention layers (Llama 4)
 CHUNKED_FULL = "no chunked-local spec: the layers are full attention"  # 0.8.0-0.9.2 (absent in vllm==0.9.2 kv_cache_interface.py)
@@ -183,13 +195,20 @@ class RuleLine:
     # (vllm==0.21.0: envs.py:726-730, ops/topk_topp_sampler.py:39-49); 0.20.1 still has the 0.20.0 code
     # (vllm==0.20.1: envs.py:717-721), so its line keeps the buffer (docs/vllm-budget.md 2.3.2). V2 runner: not modelled.
     topk_sm_buffer: bool = False
-    # 0.22-0.25: these architectures run model runner V2 by default (V2_ARCHS_* above). Its profile
+    # 0.22-0.28: these architectures run model runner V2 by default (V2_ARCHS_* above; v2_default_rule says which
+    # other models do). Its profile
     # run differs from V1's: the dummy sampler's requests keep SamplingStates' initial top_k = vocab and
     # top_p = 1.0 (vllm==0.24.0: v1/worker/gpu/sample/states.py:31-35), so no top-k/top-p runs and the
     # peak is the bf16 logits + their fp32 copy (sample/sampler.py:157; budget_rules.V2_DUMMY_SAMPLER_BYTES);
     # and its profile_cudagraph_memory returns 0 (v1/worker/gpu/model_runner.py:684-686), so nothing is
     # subtracted for CUDA graphs. The lines from 0.29 (V2 for all) keep their own sampler_path.
     v2_default_archs: tuple[str, ...] = ()
+    v2_default_rule: str = ""  # V2_LISTED* above: how the list (and the model) pick V2 before 0.29; "": never
+    # V2's dummy sampler run copies the logits to fp32 (6 B per element: vllm==0.25.0: v1/worker/gpu/sample/
+    # sampler.py:157, unconditional); from 0.26 the logits stay in the model dtype (0.26.0: :152-170 in place;
+    # 0.27.0: :155-159 and 0.28.0: :192-196 only for requests that need processing, which the dummy ones do not),
+    # leaving the Gumbel kernel's tables (gumbel.py:18-27) as with 0.29's SAMPLER_V2_DUMMY
+    v2_logits_fp32_copy: bool = False
     # --- communicators (docs/vllm-budget.md 2.4.2) ---
     # the baseline snapshot is taken before init_worker_distributed_environment, so pynccl (TP, PP and the
     # always-built EP group), custom all-reduce and their warm-ups are charged: 0.9.2 (vllm==0.9.2: v1/worker/
@@ -267,6 +286,8 @@ _BASE = dict(
     moe_chunk_tokens=0,
     topk_sm_buffer=False,
     v2_default_archs=(),
+    v2_default_rule="",
+    v2_logits_fp32_copy=False,
     comm_setup_charged=False,
     tp_comm=TP_COMM_CONNECT,
     nvls_min_gpus=2,
@@ -297,7 +318,7 @@ _V0_28 = dict(
 _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BATCH_70GIB_NO_A100)
 # "total consumed" (free-memory delta) from 0.27.0 (vllm==0.27.0: utils/mem_utils.py); not in 0.26.0
 _V0_26 = dict(_V0_27, concurrency=CONC_POOLED, mamba_align=MAMBA_BLOCK, free_delta_accounting=False)
-_V0_25 = dict(_V0_26, sliding=SW_BATCHED, in_flight_batches=False)
+_V0_25 = dict(_V0_26, sliding=SW_BATCHED, in_flight_batches=False, v2_logits_fp32_copy=True)
 _V0_21 = dict(_V0_25, fit_whose="models's", cpu_clause=False, tp_comm=TP_COMM_LAZY)
 # 0.20.1 keeps 0.20.0's sampler: VLLM_USE_FLASHINFER_SAMPLER defaults to None (vllm==0.20.1: envs.py:717-721),
 # so the dummy sampler (top_p 0.9, top_k vocab - 1: v1/worker/gpu_model_runner.py:5646-5647) takes the Triton
@@ -342,13 +363,14 @@ LINES: tuple[RuleLine, ...] = (
     _line((0, 33, 0), OPEN),
     _line((0, 30, 0), (0, 32, 99), batch_defaults=BATCH_160GIB, float_kv_mismatch=False, **_V2_DUMMY),
     _line((0, 29, 0), (0, 29, 99), **_V0_22),
-    _line((0, 28, 0), (0, 28, 99), **_V0_28),
-    _line((0, 27, 0), (0, 27, 99), **_V0_27),
-    _line((0, 26, 0), (0, 26, 99), **_V0_26),
-    _line((0, 25, 0), (0, 25, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_25),
-    _line((0, 24, 0), (0, 24, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_24),
-    _line((0, 23, 0), (0, 23, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_23),
-    _line((0, 22, 0), (0, 22, 99), **dict(_V0_25, tp_comm=TP_COMM_LAZY), v2_default_archs=V2_ARCHS_0_22),
+    _line((0, 28, 0), (0, 28, 99), **_V0_28, v2_default_archs=V2_ARCHS_0_28, v2_default_rule=V2_LISTED_OR_DENSE),
+    _line((0, 27, 0), (0, 27, 99), **_V0_27, v2_default_archs=V2_ARCHS_0_27, v2_default_rule=V2_LISTED_OR_DENSE),
+    _line((0, 26, 0), (0, 26, 99), **_V0_26, v2_default_archs=V2_ARCHS_0_26, v2_default_rule=V2_LISTED_OR_DENSE),
+    _line((0, 25, 0), (0, 25, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_25, v2_default_rule=V2_LISTED_OR_DENSE),
+    _line((0, 24, 0), (0, 24, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_24, v2_default_rule=V2_LISTED),
+    _line((0, 23, 0), (0, 23, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_23, v2_default_rule=V2_LISTED_DENSE_UNQUANTIZED),
+    _line((0, 22, 0), (0, 22, 99), **dict(_V0_25, tp_comm=TP_COMM_LAZY), v2_default_archs=V2_ARCHS_0_22,
+          v2_default_rule=V2_LISTED_DENSE_UNQUANTIZED),
     _line((0, 21, 0), (0, 21, 99), **_V0_21),
     _line((0, 20, 1), (0, 20, 99), **_V0_20_1),
     _line((0, 20, 0), (0, 20, 0, 99), **_V0_20),
