@@ -203,7 +203,7 @@ def _activation(
         return act, "--activation-bytes"
     if s.sampler is not None and s.sampler not in SAMPLERS:
         raise PlanError(f"{named('sampler')} {s.sampler!r} is not known; valid: {', '.join(SAMPLERS)}")
-    v2 = "" if line.v2_for_all else model_runner_v2(line, model, s)
+    v2 = "" if line.v2_for_all else model_runner_v2(line, model, s)  # V2 by default before 0.29; 0.29+: sampler_path
     resident, resident_how = _pp_buffers(line, shapes, mnbt, stage, _v2_runner(line, model, s))
     examples = _compile_examples(s, line, model, shapes, plan, mnbt, stage)
     if stage < plan.pp - 1:  # the dummy sampler runs on the last PP rank only
