@@ -168,7 +168,9 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # 14th held-out set (HELDOUT14.md, predicted at faf3ccc): 21 runs of eight sources, 17 within as predicted; with the
 # V2 rule above, --sampler ignored where V2's dummy run applies no top-k/top-p, and the ROCm attention backends
 # (the AITER-FA run was refused before), 19 within: 124 of 145.
-BOUND_HITS = 124
+# 15th held-out set (HELDOUT15.md, predicted at 44ec5ed): 10 runs of four sources, 9 within; the miss ran
+# LLMEngine directly (vLLM's engine usage context: max_num_seqs 128), which its inputs now say: 134 of 155.
+BOUND_HITS = 134
 BOUND_MAX_GIB = 5.4
 BOUND_WEIGHTS_GIB = 0.6  # gpt-oss-20b TP 2 (-0.58); every other row within 0.17
 
