@@ -578,3 +578,22 @@ def test_gemma3_builds_a_second_rope_table_for_its_sliding_layers() -> None:
     from kvcalc.core.weights import estimate_weights
 
     assert round(estimate_weights(spec, ParallelPlan()).bytes_per_stage[0] / GIB, 3) == 1.915
+
+
+def test_usage_context_batch_defaults(run) -> None:
+    """vLLM's batch defaults depend on how it was started (get_batch_defaults; vllm==0.11.0 engine/arg_utils.py):
+    on an H100 (>= 70 GiB, not A100) `vllm serve` takes 8192 batched tokens and 1024 seqs, the LLM class 16384 and
+    1024; LLMEngine built directly has no entry there and keeps SchedulerConfig's 2048 tokens and 128 seqs. On an
+    L40S (< 70 GiB) serve takes 2048, the LLM class 8192. Engine context on Llama-3.1-8B, 0.11.0 (native sort,
+    38 B per element): 128 x 128256 x 38 + 2048 retained states x 4096 x 2 B = 640,614,400 B of torch peak."""
+    base = {"vllm_version": "0.11.0", "max_model_len": 16000}
+    terms = {u: _budget(gpu="H100-80GB", usage_context=u, **base) for u in ("serve", "llm", "engine")}
+    assert terms["engine"]["torch_peak"] == 640_614_400
+    # serve and the LLM class both run 1024 dummy rows; the retained hidden states follow the batched tokens
+    assert terms["llm"]["torch_peak"] - terms["serve"]["torch_peak"] == (16384 - 8192) * 4096 * 2
+    code, out, err = run("size", "llama-3.1-8b", "--gpu", "L40S", "--usage-context", "llm", "--format", "json")
+    assert code == 0 and json.loads(out)["pool"]["max_num_batched_tokens"] == 8192
+    code, out, err = run("size", "llama-3.1-8b", "--gpu", "H100-80GB", "--usage-context", "llm", "--format", "json")
+    assert code == 0 and json.loads(out)["pool"]["max_num_batched_tokens"] == 16384
+    code, _, err = run("size", "llama-3.1-8b", "--gpu", "H100-80GB", "--usage-context", "offline")
+    assert code == 2 and "--usage-context 'offline' is not known; valid: serve, llm, engine" in err

@@ -101,7 +101,7 @@ def _scheduler(
         mnbt, mnbt_src = s.max_num_batched_tokens, "--max-num-batched-tokens"
     else:
         mnbt, mnbt_src = default_max_num_batched_tokens(
-            total, gpu_name, rules[0], max_model_len, chunked_prefill=not encoder_decoder
+            total, gpu_name, rules[0], max_model_len, chunked_prefill=not encoder_decoder, usage=s.usage_context
         )
     mcb, mcb_src = max_concurrent_batches(plan.pp, rules[0], s.max_concurrent_batches)
     override = s.num_gpu_blocks_override
@@ -190,7 +190,7 @@ def _max_num_seqs(s: Settings, line: RuleLine, total: int | None, gpu_name: str 
         if isinstance(s.max_num_seqs, bool) or not isinstance(s.max_num_seqs, int) or s.max_num_seqs < 1:
             raise PlanError(f"{named('max_num_seqs')} must be a positive integer, got {s.max_num_seqs!r}")
         return s.max_num_seqs, "--max-num-seqs"
-    return default_max_num_seqs(line, total, gpu_name)
+    return default_max_num_seqs(line, total, gpu_name, s.usage_context)
 
 
 def _activation(

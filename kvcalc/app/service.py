@@ -221,6 +221,11 @@ def check_flags(s: Settings) -> None:
 
         if not is_auto(s.gpu):
             find_gpu(s.gpu)
+    if s.usage_context is not None:
+        from kvcalc.core.engine import USAGE_CONTEXTS
+
+        if str(s.usage_context).strip().lower() not in USAGE_CONTEXTS:
+            raise PlanError(f"{named('usage_context')} {s.usage_context!r} is not known; valid: {', '.join(USAGE_CONTEXTS)}")
     check_version(s)
 
 

@@ -276,6 +276,14 @@ class Settings:
         kind=TEXT,
         panel=BUDGET,
     )
+    usage_context: str | None = setting(
+        None,
+        "--usage-context",
+        help="How vLLM was started, which sets its batch defaults: serve (default: vllm serve, the OpenAI server) | llm "
+        "(the offline LLM class: 16384 or 8192 batched tokens) | engine (LLMEngine built directly: 2048 tokens, 128 seqs)",
+        kind=TEXT,
+        panel=BUDGET,
+    )
     limit_mm_per_prompt: str | None = setting(
         None,
         "--limit-mm-per-prompt",

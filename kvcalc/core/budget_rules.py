@@ -136,8 +136,11 @@ class Shapes:
     experts_sliced: bool = True
 
 
-def default_max_num_seqs(line: RuleLine, total: int | None, gpu_name: str | None) -> tuple[int, str]:
-    """vLLM's default max_num_seqs for the GPU (engine/arg_utils.py get_batch_defaults)."""
+def default_max_num_seqs(line: RuleLine, total: int | None, gpu_name: str | None, usage: str | None = None) -> tuple[int, str]:
+    """vLLM's default max_num_seqs for the GPU (engine/arg_utils.py get_batch_defaults); LLMEngine built
+    directly keeps the scheduler's 128 (core.engine.usage_tier)."""
+    if usage is not None and usage.strip().lower() == "engine":
+        return 128, f"vLLM {line.label} engine default (LLMEngine built directly: SchedulerConfig's 128)"
     name = (gpu_name or "").lower()
     rule = line.batch_defaults
     if total is None:

@@ -63,21 +63,46 @@ def _batch_tier(gpu_memory_bytes: int, gpu_name: str | None, rules: R.RuleLine) 
     return 2048, 256, f"vLLM {rules.label} serve default for the smaller GPUs"
 
 
+USAGE_CONTEXTS = ("serve", "llm", "engine")
+
+
+def usage_tier(tokens: int, seqs: int, why: str, usage: str | None, rules: R.RuleLine) -> tuple[int, int, str]:
+    """The batch defaults of how vLLM was started (its UsageContext), from `vllm serve`'s (tokens, seqs).
+    The LLM class takes 16384 batched tokens where serve takes 8192 or 16384 and 8192 where serve takes
+    2048, the same max_num_seqs (get_batch_defaults: vllm==0.9.2 engine/arg_utils.py:1629-1647, 0.15.0 and
+    0.20.1 alike, 0.33.0 with its 160 GiB tier); LLMEngine built directly (ENGINE_CONTEXT, e.g.
+    LLMEngine.from_engine_args: vllm==0.10.2 v1/engine/llm_engine.py:142-148) has no entry there, so the
+    scheduler's own 2048 tokens and 128 seqs stay (config/scheduler.py:186; 0.33.0: :41-43). Read from 0.9.0."""
+    key = (usage or "serve").strip().lower()
+    if key not in USAGE_CONTEXTS:
+        raise PlanError(f"{named('usage_context')} {usage!r} is not known; valid: {', '.join(USAGE_CONTEXTS)}")
+    if key == "serve":
+        return tokens, seqs, why
+    if rules.batch_defaults in (R.BATCH_BY_NAME, R.BATCH_BY_NAME_SEQS):
+        raise PlanError(f"{named('usage_context')} {key}: kvcalc reads its batch defaults from vLLM 0.9.0 on; pass "
+                        f"{named('max_num_batched_tokens')} and {named('max_num_seqs')}")
+    if key == "engine":
+        return 2048, 128, f"vLLM {rules.label} engine defaults (LLMEngine built directly: no batch defaults of its own)"
+    return (16384 if tokens >= 8192 else 8192), seqs, f"vLLM {rules.label} LLM-class default ({why.split(': ')[-1]})"
+
+
 def default_max_num_batched_tokens(
     gpu_memory_bytes: int | None,
     gpu_name: str | None,
     rules: R.RuleLine = R.CURRENT,
     max_model_len: int | None = None,
     chunked_prefill: bool = True,
+    usage: str | None = None,
 ) -> tuple[int, str]:
-    """`vllm serve`'s default scheduler token budget for the device (get_batch_defaults),
-    capped at max_num_seqs x max_model_len as the engine args do for default settings;
+    """The default scheduler token budget for the device and how vLLM was started (get_batch_defaults,
+    ``usage_tier``), capped at max_num_seqs x max_model_len as the engine args do for default settings;
     without chunked prefill (encoder-decoder models) at least max_model_len
     (vllm==0.33.0: vllm/engine/arg_utils.py:3190-3199)."""
     if gpu_memory_bytes is None:
         tokens, seqs, why = 2048, 256, "vLLM serve default for an unknown GPU (2048); pass --gpu or --max-num-batched-tokens"
     else:
         tokens, seqs, why = _batch_tier(gpu_memory_bytes, gpu_name, rules)
+    tokens, seqs, why = usage_tier(tokens, seqs, why, usage, rules)
     if max_model_len is not None and not chunked_prefill and max_model_len > tokens:
         return max_model_len, f"{why}, raised to max_model_len {max_model_len} (no chunked prefill)"
     if max_model_len is not None and seqs * max_model_len < tokens:
