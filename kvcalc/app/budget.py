@@ -10,7 +10,7 @@ from typing import Any
 from kvcalc.app.cudagraph_budget import cudagraph_term
 from kvcalc.app.lora_budget import with_lora
 from kvcalc.app.mm_encoder import encoder_term
-from kvcalc.app.runner import model_runner_v2
+from kvcalc.app.runner import model_runner_v2, v2_by_default
 from kvcalc.app.settings import Settings
 from kvcalc.core.budget_rules import (
     DEFAULT_SM_COUNT,
@@ -36,6 +36,7 @@ from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.engine import default_max_num_batched_tokens, max_concurrent_batches
 from kvcalc.core.footprint import CacheSettings
 from kvcalc.core.gpus import Gpu, find_gpu, is_auto, match_device
+from kvcalc.core.mixers import EXPERT_KEYS
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
@@ -169,7 +170,7 @@ def _quantization(s: Settings) -> str | None:
 def _shapes(model: ModelSpec, cache: CacheSettings, expert_parallel: bool = False) -> Shapes:
     a = model.arch
     h = arch_int(a, "hidden_size", "d_model", "n_embd")
-    experts = arch_int(a, "n_routed_experts", "num_experts", "num_local_experts")
+    experts = arch_int(a, *EXPERT_KEYS)
     dense = arch_int(a, "intermediate_size", "ffn_dim", "d_ff", "n_inner")
     return Shapes(
         hidden=h,
@@ -203,8 +204,8 @@ def _activation(
         return act, "--activation-bytes"
     if s.sampler is not None and s.sampler not in SAMPLERS:
         raise PlanError(f"{named('sampler')} {s.sampler!r} is not known; valid: {', '.join(SAMPLERS)}")
-    v2 = "" if line.v2_for_all else model_runner_v2(line, model, s)  # V2 by default before 0.29; 0.29+: sampler_path
-    resident, resident_how = _pp_buffers(line, shapes, mnbt, stage, _v2_runner(line, model, s))
+    v2 = v2_by_default(line, model, s)
+    resident, resident_how = _pp_buffers(line, shapes, mnbt, stage, line.v2_for_all or bool(v2))
     examples = _compile_examples(s, line, model, shapes, plan, mnbt, stage)
     if stage < plan.pp - 1:  # the dummy sampler runs on the last PP rank only
         per_token, which = forward_per_token(shapes, plan.tp)
@@ -239,11 +240,6 @@ def _activation(
 
 
 COMPILE_CACHES = ("cold", "warm")
-
-
-def _v2_runner(line: RuleLine, model: ModelSpec, s: Settings) -> bool:
-    """The release runs model runner V2 for this model (app.runner)."""
-    return bool(model_runner_v2(line, model, s))
 
 
 def _with_encoder(act: int, how: str, encoder: tuple[int, int, str]) -> tuple[int, str]:
@@ -441,8 +437,7 @@ def budget_inputs(
     requested = math.ceil(total * util) if line.request_ceil else int(total * util)
     gpu = _catalog_gpu(s, gpu_name)
     sm = gpu.sm if gpu else 0
-    marlin = mxfp4_marlin(line, sm)
-    stage_weights = _weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, marlin, fp8_marlin=fp8_marlin(sm))
+    stage_weights = _weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, mxfp4_marlin(line, sm), fp8_marlin=fp8_marlin(sm))
     weights, src = with_lora(s, model, plan, *stage_weights, cache.mamba_dtype_bytes)
     mnbt = common["max_num_batched_tokens"]
     shapes = _shapes(model, cache, s.enable_expert_parallel)
@@ -450,7 +445,8 @@ def budget_inputs(
     over, over_src = _overhead(s, line, plan, gpu_name)
     graph, graph_src = cudagraph_term(s, line, shapes, model, plan, mnbt, seqs[0], sm)
     notes: list[str] = list(_ambiguous_gpu(s.gpu))
-    encoder = encoder_term(s, model, line, plan.tp, mnbt, seqs[0], max_model_len, shapes.dtype_bytes, _v2_runner(line, model, s))
+    v2 = bool(model_runner_v2(line, model, s))  # the release runs model runner V2 for this model
+    encoder = encoder_term(s, model, line, plan.tp, mnbt, seqs[0], max_model_len, shapes.dtype_bytes, v2)
     if _multimodal(model) and encoder is None:
         notes.append("the multimodal/encoder profile run is not modelled: pass --activation-bytes from vLLM's log")
     available, terms, acts, overs = [], [], [], []
@@ -465,7 +461,7 @@ def budget_inputs(
         if encoder is not None and stage == 0 and s.activation_bytes is None:
             act, act_src = _with_encoder(act, act_src, encoder)
         state, state_how = (0, "") if s.overhead_bytes is not None else _runner_state(
-            line, model, shapes, plan, mnbt, seqs[0], stage, _v2_runner(line, model, s)
+            line, model, shapes, plan, mnbt, seqs[0], stage, v2
         )
         stage_over = over + state
         stage_over_src = f"{over_src} + {state_how} (vLLM {line.label} counts the free-memory delta)" if state else over_src

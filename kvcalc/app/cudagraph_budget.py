@@ -5,7 +5,7 @@ runner V2, which estimates nothing)."""
 
 from __future__ import annotations
 
-from kvcalc.app.runner import model_runner_v2
+from kvcalc.app.runner import v2_by_default
 from kvcalc.app.settings import Settings
 from kvcalc.core.budget_rules import Shapes, capture_sizes, cudagraph_estimate
 from kvcalc.core.model import ModelSpec
@@ -41,7 +41,7 @@ def cudagraph_term(
         return 0, "--enforce-eager: no CUDA graphs"
     if not line.cudagraphs_subtracted:
         return 0, f"vLLM {line.label} does not subtract CUDA graphs (captured after sizing, out of the 1 - utilization headroom)"
-    v2 = "" if line.v2_for_all else model_runner_v2(line, model, s)  # 0.29+'s V2 estimates its graphs (below)
+    v2 = v2_by_default(line, model, s)  # 0.29+'s V2 estimates its graphs (below)
     if v2:  # vllm==0.24.0: v1/worker/gpu/model_runner.py:684-686 (0.22.0: :620-622; 0.25.0: :680-682; 0.28.0: :843-845)
         return 0, f"model runner V2 (vLLM {line.label} default for {v2}) estimates no CUDA-graph memory (profile_cudagraph_memory returns 0)"
     if s.cudagraph_capture_sizes:

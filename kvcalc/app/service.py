@@ -266,11 +266,6 @@ def check_settings(model: ModelSpec, s: Settings) -> None:
     check_flags(s)
     max_model_len(model, s)
     cache_settings(model, s, block_size=default_block_size(model, s))
-    if s.gpu is not None:
-        from kvcalc.core.gpus import find_gpu, is_auto
-
-        if not is_auto(s.gpu):
-            find_gpu(s.gpu)
 
 
 def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -> SizeResult:

@@ -10,6 +10,7 @@ integers. Every function returns ``(bytes, how)`` where ``how`` says what was co
 
 from __future__ import annotations
 
+from kvcalc.core.engine import usage_tier
 from kvcalc.core.record import record
 from kvcalc.core.specs import cdiv
 from kvcalc.core.units import figure
@@ -137,10 +138,13 @@ class Shapes:
 
 
 def default_max_num_seqs(line: RuleLine, total: int | None, gpu_name: str | None, usage: str | None = None) -> tuple[int, str]:
-    """vLLM's default max_num_seqs for the GPU (engine/arg_utils.py get_batch_defaults); LLMEngine built
-    directly keeps the scheduler's 128 (core.engine.usage_tier)."""
-    if usage is not None and usage.strip().lower() == "engine":
-        return 128, f"vLLM {line.label} engine default (LLMEngine built directly: SchedulerConfig's 128)"
+    """vLLM's default max_num_seqs for the GPU (engine/arg_utils.py get_batch_defaults), for how vLLM was
+    started (core.engine.usage_tier: LLMEngine built directly keeps the scheduler's 128)."""
+    seqs, why = _serve_max_num_seqs(line, total, gpu_name)
+    return usage_tier(0, seqs, why, usage, line)[1:] if usage is not None else (seqs, why)
+
+
+def _serve_max_num_seqs(line: RuleLine, total: int | None, gpu_name: str | None) -> tuple[int, str]:
     name = (gpu_name or "").lower()
     rule = line.batch_defaults
     if total is None:

@@ -8,6 +8,8 @@ import math
 from kvcalc.errors import ConfigError, named
 
 MAX_ARCH_NUMBER = 1 << 40  # no real architecture number is larger (as kvcalc.sources.config)
+# the config keys that count a MoE layer's routed experts (DeepSeek, Qwen/gpt-oss, Mixtral/Granite spellings)
+EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
 
 
 def arch_int(a: dict, *keys: str, default: int = 0) -> int:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from kvcalc.core.dtypes import MODEL_DTYPES
-from kvcalc.core.mixers import arch_int, mixer_params
+from kvcalc.core.mixers import EXPERT_KEYS, arch_int, mixer_params
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
 from kvcalc.core.record import record
@@ -57,7 +57,7 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
     # Llama 4's dense layers take intermediate_size_mlp (vllm==0.19.0: model_executor/models/llama4.py:356-363)
     dense_inter = _get(a, "intermediate_size_mlp", default=inter) if model.model_type in LLAMA4_TYPES else inter
     mlp_mult = 3 if _gated(model, a) else 2
-    experts = _get(a, "n_routed_experts", "num_experts", "num_local_experts")
+    experts = _get(a, *EXPERT_KEYS)
     moe_layer = experts > 0
     if moe_layer:
         first_dense = _get(a, "first_k_dense_replace")
@@ -428,7 +428,7 @@ def _estimate(
         er = expert_ranks or tp
         exp_bytes = exp / er * expert_b
         if marlin and mxfp4 and exp:
-            n_exp = _get(a, "n_routed_experts", "num_experts", "num_local_experts")
+            n_exp = _get(a, *EXPERT_KEYS)
             inter = _get(a, "moe_intermediate_size", "intermediate_size")
             exp_bytes = marlin_mxfp4_expert_bytes(n_exp, h, inter, tp) if expert_ranks is None else (
                 marlin_mxfp4_expert_bytes(n_exp, h, inter, 1) / er)
@@ -444,7 +444,7 @@ def _estimate(
     total += vision_params
     # what PyTorch's allocator counts beyond the tensors' sizes (core/weight_tensors.py): unquantized decoders
     plain = vllm_extras and not model.encoder_decoder and linear_b == expert_b == dt and not mxfp4
-    dims = (h, vocab, _get(a, "n_routed_experts", "num_experts", "num_local_experts"), _gated(model, a), rope_table_bytes(model, a, dt)[0])
+    dims = (h, vocab, _get(a, *EXPERT_KEYS), _gated(model, a), rope_table_bytes(model, a, dt)[0])
     for s, (start, end) in enumerate(ranges):
         b = sum(per_layer_bytes[start:end]) + table
         if plain:
