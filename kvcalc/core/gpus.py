@@ -86,6 +86,15 @@ CATALOG: tuple[Gpu, ...] = (
         ("RTX6000-ADA", "RTX-6000-Ada-Generation", "6000-Ada"), True, sm=89),
     Gpu("RTX-3060", _gib(11.75), "torch OOM '(GPU 0; 11.75 GiB total capacity; ...)' on an RTX 3060 12GB "
         "(github.com/Kunhao-Liu/StyleGaussian/issues/12)", ("3060", "RTX3060", "RTX-3060-12GB"), True, sm=86, sms=28),
+    Gpu("RTX-A4000", _gib(15.61), _oom("15.61", "github.com/DengKaiCQ/VGGT-Long/issues/6") + " on an RTX A4000 16GB "
+        "(Linux; a Windows deviceQuery prints the whole 16376 MiB)", ("A4000", "RTXA4000"), True, sm=86),
+    Gpu("RTX-A5000", _gib(23.57), "vLLM's free-memory check quoted as 'Your RTX A5000 (23.57 GB VRAM) only has 4.67 GB "
+        "free' on RunPod (github.com/omertt27/ai-stanbul, RUNPOD_MEMORY_FIX.md); a deviceQuery of unknown date and driver "
+        "prints 25402343424 bytes (23.66 GiB)", ("A5000", "RTXA5000"), True, sm=86),
+    Gpu("RTX-PRO-6000", _gib(94.97), "cudaMemGetInfo total printed as 'total=94.97 GiB' by ds4 on a 96GB RTX PRO 6000 "
+        "Blackwell, nvidia-smi 97887MiB (github.com/antirez/ds4/issues/431); WSL2 reports 95.59",
+        ("RTX-PRO-6000-Blackwell", "RTX-PRO-6000-Blackwell-Server-Edition", "RTX-PRO-6000-Blackwell-Workstation-Edition",
+         "PRO-6000", "RTXPRO6000"), True, sm=120),
     Gpu("MI300X", _gib(191.98), "HIP OOM 'GPU 0 has a total capacity of 191.98 GiB' on 8x MI300X "
         "(github.com/vllm-project/vllm/issues/7951)", (), True, sms=304),
     Gpu("MI325X", _gib(255.98), "HIP OOM 'GPU 0 has a total capacity of 255.98 GiB' on 8x MI325X "
