@@ -113,3 +113,31 @@ def test_head_dim_rules(name, heads, kv, hd):
     # explicit head_dim wins (Qwen3, Gemma); else hidden_size / heads (Llama 4096/32, SmolLM2 576/9)
     spec = resolve(name).spec
     assert (spec.num_attention_heads, spec.num_kv_heads, spec.head_dim) == (heads, kv, hd)
+
+
+def test_gemma3_text_config_takes_the_class_defaults(tmp_path):
+    # google/gemma-3-4b-it publishes a text_config that names only these keys; transformers' Gemma3TextConfig
+    # supplies the rest (transformers==4.57.1: models/gemma3/configuration_gemma3.py): 8 heads, 4 KV heads,
+    # head_dim 256, 131072 positions, vocab 262208, tied embeddings, a 1-in-6 global pattern.
+    import json
+
+    cfg = {
+        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "mm_tokens_per_image": 256,
+        "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                        "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                        "sliding_window": 1024},
+        "torch_dtype": "bfloat16",
+        "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                          "model_type": "siglip_vision_model", "num_attention_heads": 16, "num_hidden_layers": 27,
+                          "patch_size": 14},
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    spec = resolve(str(path)).spec
+    assert (spec.num_attention_heads, spec.num_kv_heads, spec.head_dim) == (8, 4, 256)
+    assert spec.max_model_len == 131072
+    # K and V, 34 layers, 4 heads x 256 x 2 B: 2 x 34 x 4 x 256 x 2 = 139264 B per token at full length
+    assert sum(2 * layer.num_kv_heads * layer.head_size * 2 for layer in spec.layers) == 139264
+    # layers 6, 12, ..., 30 are global (5 of 34), the other 29 slide over 1024 tokens
+    assert sum(1 for layer in spec.layers if layer.window == 1024) == 29
+    assert spec.arch["vocab_size"] == 262208

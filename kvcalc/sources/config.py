@@ -104,13 +104,33 @@ def _opt_int(cfg: dict, key: str, where: str, *, minimum: int = 1) -> int | None
     return _int(cfg, key, where, minimum=minimum)
 
 
+# Keys a published config may leave out because transformers' config class supplies them; vLLM reads the
+# config through that class, so an absent key is the class default. google/gemma-3-4b-it's text_config, for
+# one, names only hidden_size, intermediate_size, num_hidden_layers, rope_scaling and sliding_window
+# (transformers==4.57.1: models/gemma3/configuration_gemma3.py, Gemma3TextConfig.__init__ defaults).
+# sliding_window is left to SW_DEFAULT, which also knows an explicit null.
+CLASS_DEFAULTS: dict[str, dict[str, object]] = {
+    "gemma3_text": {
+        "vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131_072,
+        "tie_word_embeddings": True, "query_pre_attn_scalar": 256,
+    },
+}
+
+
+def _with_class_defaults(text: dict) -> dict:
+    defaults = CLASS_DEFAULTS.get(str(text.get("model_type") or ""))
+    return {**defaults, **text} if defaults else text
+
+
 def text_config(cfg: dict) -> tuple[dict, str]:
-    """transformers' get_text_config(): the decoder's config of a multimodal/wrapper model."""
+    """transformers' get_text_config(): the decoder's config of a multimodal/wrapper model, with the keys
+    its config class supplies when the file leaves them out (CLASS_DEFAULTS)."""
     for key in ("text_config", "decoder", "generator", "llm_config", "language_config"):
         sub = cfg.get(key)
         if isinstance(sub, dict) and ("num_attention_heads" in sub or "num_hidden_layers" in sub):
-            return sub, f".{key}"
-    return cfg, ""
+            return _with_class_defaults(sub), f".{key}"
+    return _with_class_defaults(cfg), ""
 
 
 def _dtype(text: dict, cfg: dict, notes: list[str]) -> str:
@@ -352,7 +372,7 @@ def _arch(cfg: dict, text: dict, where: str) -> dict:
     (its tower is loaded with the decoder: kvcalc.core.weights counts Llama 4's and LLaVA's CLIP tower)
     and the wrapper fields LLaVA's tower is sized by: its architectures (kept apart from the decoder's),
     vision_feature_layer and multimodal_projector_bias."""
-    arch = dict(cfg) if not where else dict(text)
+    arch = dict(text)  # the decoder's config with its class defaults (the whole config when there is no wrapper)
     if str(text.get("model_type")) == "granitemoehybrid":
         _granite_mlp_keys(arch)
     if not where:
