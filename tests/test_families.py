@@ -141,3 +141,30 @@ def test_gemma3_text_config_takes_the_class_defaults(tmp_path):
     # layers 6, 12, ..., 30 are global (5 of 34), the other 29 slide over 1024 tokens
     assert sum(1 for layer in spec.layers if layer.window == 1024) == 29
     assert spec.arch["vocab_size"] == 262208
+
+
+def test_gemma3_linear_rope_table_is_factor_times_longer(tmp_path):
+    # Gemma 3's global layers build get_rope from the config's rope_scaling, {"rope_type": "linear", "factor": 8.0}:
+    # LinearScalingRotaryEmbedding keeps max_position x factor rows (vllm: rotary_embedding/linear_scaling_rope.py);
+    # the sliding layers keep a default table of max_position rows. head_dim 256, bf16:
+    # (131072 x 8 + 131072) x 256 x 2 = 603,979,776 B. A public MI300X start of gemma-3-4b-it (vLLM 0.23.0, set 16)
+    # logs "Model loading took 8.58 GiB", 0.51 GiB above what the weights alone give.
+    import json
+
+    from kvcalc.core.weights import rope_table_bytes
+
+    cfg = {
+        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+        "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                        "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                        "sliding_window": 1024},
+        "torch_dtype": "bfloat16",
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    spec = resolve(str(path)).spec
+    assert rope_table_bytes(spec, spec.arch, 2)[0] == (131072 * 8 + 131072) * 256 * 2 == 603_979_776
+    cfg["text_config"].pop("rope_scaling")  # default RoPE on both: two tables of 131072 rows
+    path.write_text(json.dumps(cfg))
+    spec = resolve(str(path)).spec
+    assert rope_table_bytes(spec, spec.arch, 2)[0] == 2 * 131072 * 256 * 2

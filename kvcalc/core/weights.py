@@ -214,11 +214,30 @@ def rope_table_bytes(model: ModelSpec, a: dict, dt: int) -> tuple[int, str]:
     positions, rot = _get(a, "max_position_embeddings", default=8192), int(model.head_dim * prf)
     # Gemma 3's sliding layers build their own table, default RoPE at rope_local_base_freq, beside the global
     # layers' (a second get_rope key; vllm==0.19.0: models/gemma3.py:168-186, max_position at :250)
-    tables = (kind in ROPE_TABLE_KINDS) + (gemma3 and model.count("sliding") > 0)
-    table = tables * positions * rot * dt
+    local = positions if gemma3 and model.count("sliding") > 0 else 0
+    rows = (positions if kind in ROPE_TABLE_KINDS else _linear_rows(rope, positions)) + local
+    table = rows * rot * dt
     if not table:
         return 0, ""
-    return table, f"RoPE cos/sin table{'s' if tables > 1 else ''} {tables} x {positions:,} positions x {rot} x {dt} B = {table:,} B"
+    n = (rows > local) + (local > 0)
+    return table, f"RoPE cos/sin table{'s' if n > 1 else ''} {rows:,} positions x {rot} x {dt} B = {table:,} B" + (
+        f" (linear scaling: {rows - local:,} rows for the scaled layers)" if kind == "linear" else ""
+    )
+
+
+def _linear_rows(rope: object, positions: int) -> int:
+    """Rows of a linear-scaling RoPE table: one block of max_position x factor rows per scaling factor
+    (vllm==0.10.2 and 0.33.0: model_executor/layers/rotary_embedding/linear_scaling_rope.py:79-110, max_len =
+    max_position_embeddings x scaling_factor; get_rope builds it for rope_type "linear", __init__.py). Gemma 3's
+    global layers take the config's rope_scaling ({"rope_type": "linear", "factor": 8.0} in gemma-3-4b/27b-it),
+    so their table is 8 x 131072 rows. 0 for any other kind."""
+    if not isinstance(rope, dict) or str(rope.get("rope_type") or rope.get("type")) != "linear":
+        return 0
+    factors = rope.get("factor")
+    factors = factors if isinstance(factors, list) else [factors]
+    if not all(isinstance(f, (int, float)) and not isinstance(f, bool) and 0 < f <= 1024 for f in factors):
+        return 0
+    return sum(int(positions * f) for f in factors)
 
 
 def _vit_layer_params(h: int, heads: int, inter: int, tp: int) -> int:
