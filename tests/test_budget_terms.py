@@ -597,3 +597,24 @@ def test_usage_context_batch_defaults(run) -> None:
     assert code == 0 and json.loads(out)["pool"]["max_num_batched_tokens"] == 16384
     code, _, err = run("size", "llama-3.1-8b", "--gpu", "H100-80GB", "--usage-context", "offline")
     assert code == 2 and "--usage-context 'offline' is not known; valid: serve, llm, engine" in err
+
+
+def test_fp8_w8a8_mlp_activation_is_fp8_under_compile() -> None:
+    # Llama-3.1-70B with --quantization fp8 on an RTX PRO 6000 (compute capability 12.0, FP8 units), vLLM 0.23.0,
+    # LLM class: 16384 batched tokens. The profile forward's widest moment is the MLP: gate_up out (2 x 28672, bf16)
+    # + the SiLU-and-mul output, which the FP8 down projection takes as FP8 (1 B, fused with its quantization under
+    # torch.compile) + residual and hidden (2 x 8192, bf16). By hand: 16384 x (2 x 28672 x 2 + 28672 x 1 + 2 x 8192 x 2)
+    # = 2,885,681,152 B; eager (no fusion) keeps the bf16 activation: 16384 x (3 x 28672 x 2 + 2 x 8192 x 2).
+    # A public start with these settings (satyan0/stress-testing-gpu results/BASELINE.md @ e92e37bd, held-out set 16)
+    # logs 14.54 GiB available at utilization 0.9; with the bf16 activation kvcalc gave 14.09 (-0.45), with FP8 14.55.
+    base = dict(gpu="RTX-PRO-6000", vllm_version="0.23.0", max_model_len=16384, quantization="fp8", usage_context="llm")
+    spec = resolve("llama-3.1-70b").spec
+    compiled, _ = predict(spec, Settings().with_(gpu_memory_utilization=0.9, **base))
+    assert compiled["torch_peak"] == 16384 * (2 * 28672 * 2 + 28672 * 1 + 2 * 8192 * 2) == 2_885_681_152
+    eager, _ = predict(spec, Settings().with_(gpu_memory_utilization=0.9, enforce_eager=True, **base))
+    assert eager["torch_peak"] == 16384 * (3 * 28672 * 2 + 2 * 8192 * 2)
+    assert abs(compiled["available"] / GIB - 14.54) <= 0.25
+    a100, _ = predict(
+        spec, Settings().with_(**{**base, "gpu": "A100-80GB"}, gpu_memory_utilization=0.95, max_num_batched_tokens=16384)
+    )
+    assert a100["torch_peak"] >= 16384 * (3 * 28672 * 2 + 2 * 8192 * 2)  # sm80: Marlin, weight-only, bf16 activations

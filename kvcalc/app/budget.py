@@ -22,6 +22,7 @@ from kvcalc.core.budget_rules import (
     default_max_num_seqs,
     forward_per_token,
     fp8_marlin,
+    fp8_mlp_activation,
     moe_workspace,
     mxfp4_marlin,
     non_torch,
@@ -167,8 +168,9 @@ def _quantization(s: Settings) -> str | None:
     return key
 
 
-def _shapes(model: ModelSpec, cache: CacheSettings, expert_parallel: bool = False) -> Shapes:
+def _shapes(model: ModelSpec, cache: CacheSettings, s: Settings, sm: int) -> Shapes:
     a = model.arch
+    fp8_act = fp8_mlp_activation(a, _quantization(s), sm, not s.enforce_eager)
     h = arch_int(a, "hidden_size", "d_model", "n_embd")
     experts = arch_int(a, *EXPERT_KEYS)
     dense = arch_int(a, "intermediate_size", "ffn_dim", "d_ff", "n_inner")
@@ -182,7 +184,8 @@ def _shapes(model: ModelSpec, cache: CacheSettings, expert_parallel: bool = Fals
         kv_width=model.num_kv_heads * (model.head_dim + model.head_dim_v) // 2,
         vocab=arch_int(a, "vocab_size"),
         dtype_bytes=cache.mamba_dtype_bytes,
-        experts_sliced=not expert_parallel,
+        experts_sliced=not s.enable_expert_parallel,
+        mlp_act_bytes=1 if fp8_act else 0,
     )
 
 
@@ -440,7 +443,7 @@ def budget_inputs(
     stage_weights = _weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, mxfp4_marlin(line, sm), fp8_marlin=fp8_marlin(sm))
     weights, src = with_lora(s, model, plan, *stage_weights, cache.mamba_dtype_bytes)
     mnbt = common["max_num_batched_tokens"]
-    shapes = _shapes(model, cache, s.enable_expert_parallel)
+    shapes = _shapes(model, cache, s, sm)
     seqs = _max_num_seqs(s, line, total, gpu_name)
     over, over_src = _overhead(s, line, plan, gpu_name)
     graph, graph_src = cudagraph_term(s, line, shapes, model, plan, mnbt, seqs[0], sm)

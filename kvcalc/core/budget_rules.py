@@ -135,6 +135,8 @@ class Shapes:
     # fused-MoE buffers are (tokens, top_k, full width) with the non-local slots skipped (vllm==0.19.0:
     # model_executor/layers/fused_moe/layer.py determine_expert_map; fused_moe.py:1976-1991 workspace_shapes)
     experts_sliced: bool = True
+    # bytes per element of the MLP activation's output (0: the model dtype); 1 where it is FP8 (fp8_mlp_activation)
+    mlp_act_bytes: int = 0
 
 
 def default_max_num_seqs(line: RuleLine, total: int | None, gpu_name: str | None, usage: str | None = None) -> tuple[int, str]:
@@ -228,13 +230,46 @@ def forward_per_token(s: Shapes, tp: int) -> tuple[int, str]:
     """Largest live intermediates of one decoder layer per token on one rank, plus the
     residual and hidden states (2 x hidden)."""
     dt = s.dtype_bytes
-    attn = (2 * s.q_width + 2 * s.kv_width) // tp  # q, k, v and the attention output
-    mlp = 3 * s.intermediate // tp  # gate_up output (2 I) + activation output (I)
+    attn = (2 * s.q_width + 2 * s.kv_width) // tp * dt  # q, k, v and the attention output
+    # gate_up output (2 I) + the activation's output (I), FP8 where the next GEMM takes FP8 input
+    act = s.mlp_act_bytes or dt
+    mlp = 3 * s.intermediate // tp * dt if act == dt else 2 * s.intermediate // tp * dt + s.intermediate // tp * act
     moe_tp = tp if s.experts_sliced else 1
-    moe = s.top_k * (3 * s.moe_intermediate // moe_tp + s.hidden) + 4 * s.experts if s.experts else 0
+    moe = (s.top_k * (3 * s.moe_intermediate // moe_tp + s.hidden) + 4 * s.experts) * dt if s.experts else 0
     width = max(attn, mlp, moe)
     which = "fused-MoE workspace" if width == moe and moe else ("MLP" if width == mlp else "attention")
-    return (width + 2 * s.hidden) * dt, which
+    if which == "MLP" and s.mlp_act_bytes and s.mlp_act_bytes != dt:
+        which = f"MLP, activation output in FP8 ({s.mlp_act_bytes} B)"
+    return width + 2 * s.hidden * dt, which
+
+
+FP8_METHODS = ("fp8", "fp8_e4m3", "fbgemm_fp8", "modelopt")
+
+
+def fp8_mlp_activation(arch: dict, cli_method: str | None, sm: int, compiled: bool) -> bool:
+    """Whether the profile forward's MLP activation output is FP8 rather than the model dtype: W8A8 FP8
+    weights on a GPU with FP8 units (compute capability 8.9+, else Marlin serves them weight-only: fp8_marlin),
+    torch.compile on. The down projection quantizes its input to FP8 (QuantFP8, vllm==0.23.0:
+    model_executor/layers/quantization/input_quant_fp8.py); the SiLU-and-mul before it is fused with that
+    quantization, by vLLM's fuse_act_quant pass where the custom ops are on and by Inductor otherwise
+    (config/vllm.py:116-126 enable_act_fusion, "otherwise Inductor handles fusion"), so the model-dtype
+    activation is never materialized. --enforce-eager runs the ops one by one. ROCm (sm 0 here): not read."""
+    if not compiled or sm < 89:
+        return False
+    raw = arch.get("quantization_config")
+    q: dict = raw if isinstance(raw, dict) else {}
+    method = (cli_method or str(q.get("quant_method") or "")).lower()
+    if method in FP8_METHODS:
+        return True
+    if method != "compressed-tensors":
+        return False
+    for group in (q.get("config_groups") or {}).values():
+        if not isinstance(group, dict):
+            continue
+        w, a = group.get("weights"), group.get("input_activations")
+        if isinstance(w, dict) and isinstance(a, dict) and w.get("num_bits") == 8 and a.get("num_bits") == 8:
+            return w.get("type") == "float" and a.get("type") == "float"
+    return False
 
 
 def _round256(n: int) -> int:
