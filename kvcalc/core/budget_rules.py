@@ -253,14 +253,17 @@ def fp8_mlp_activation(arch: dict, cli_method: str | None, sm: int, compiled: bo
     model_executor/layers/quantization/input_quant_fp8.py); the SiLU-and-mul before it is fused with that
     quantization, by vLLM's fuse_act_quant pass where the custom ops are on and by Inductor otherwise
     (config/vllm.py:116-126 enable_act_fusion, "otherwise Inductor handles fusion"), so the model-dtype
-    activation is never materialized. --enforce-eager runs the ops one by one. ROCm (sm 0 here): not read."""
+    activation is never materialized. Not block FP8 (weight_block_size): its 1 x 128 group quantization of the
+    activation is vLLM's own Triton kernel (per_token_group_quant_fp8), which Inductor does not fuse; a public
+    0.10.2 H100 start of Qwen3-32B-FP8 (set 16) fits the model-dtype activation. --enforce-eager runs the ops one
+    by one. ROCm (sm 0 here): not read."""
     if not compiled or sm < 89:
         return False
     raw = arch.get("quantization_config")
     q: dict = raw if isinstance(raw, dict) else {}
     method = (cli_method or str(q.get("quant_method") or "")).lower()
     if method in FP8_METHODS:
-        return True
+        return not q.get("weight_block_size")
     if method != "compressed-tensors":
         return False
     for group in (q.get("config_groups") or {}).values():
@@ -268,7 +271,7 @@ def fp8_mlp_activation(arch: dict, cli_method: str | None, sm: int, compiled: bo
             continue
         w, a = group.get("weights"), group.get("input_activations")
         if isinstance(w, dict) and isinstance(a, dict) and w.get("num_bits") == 8 and a.get("num_bits") == 8:
-            return w.get("type") == "float" and a.get("type") == "float"
+            return w.get("type") == "float" and a.get("type") == "float" and w.get("strategy") != "block"
     return False
 
 
