@@ -618,3 +618,22 @@ def test_fp8_w8a8_mlp_activation_is_fp8_under_compile() -> None:
         spec, Settings().with_(**{**base, "gpu": "A100-80GB"}, gpu_memory_utilization=0.95, max_num_batched_tokens=16384)
     )
     assert a100["torch_peak"] >= 16384 * (3 * 28672 * 2 + 2 * 8192 * 2)  # sm80: Marlin, weight-only, bf16 activations
+
+
+def test_fp4_checkpoints_cost_half_a_byte_and_a_scale_byte_per_group(tmp_path: Path) -> None:
+    # NVFP4: two 4-bit weights a byte and one FP8 scale per 16 (vLLM's CompressedTensorsW4A4Fp4 weight (N, K/2) uint8,
+    # weight_scale (N, K/16) float8_e4m3fn), 0.5 + 1/16 B; MXFP4 in compressed-tensors: group 32, 0.5 + 1/32 B.
+    from kvcalc.core.weights import quant_bytes
+
+    nvfp4 = {"config_groups": {"g": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}}}}
+    assert quant_bytes(nvfp4, "compressed-tensors", 2)[:2] == (0.5625, 0.5625)
+    mxfp4 = {"config_groups": {"g": {"weights": {"num_bits": 4, "type": "float", "group_size": 32}}}}
+    assert quant_bytes(mxfp4, "compressed-tensors", 2)[0] == 0.53125
+    assert quant_bytes({"quant_algo": "NVFP4", "group_size": 16}, "modelopt", 2)[0] == 0.5625
+    assert quant_bytes({"quant_algo": "FP8"}, "modelopt", 2)[0] == 1.0
+    # a multimodal wrapper keeps quantization_config at its top level, where vLLM reads it
+    cfg = json.loads((Path(__file__).parent / "data" / "vllm-budget" / "configs" / "gemma-3-4b-it.reconstructed.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "compressed-tensors", "config_groups": nvfp4["config_groups"]}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert resolve(str(path)).spec.arch["quantization_config"]["quant_method"] == "compressed-tensors"

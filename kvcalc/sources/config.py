@@ -377,6 +377,10 @@ def _arch(cfg: dict, text: dict, where: str) -> dict:
         _granite_mlp_keys(arch)
     if not where:
         return arch
+    if isinstance(cfg.get("quantization_config"), dict) and "quantization_config" not in arch:
+        # a wrapper checkpoint keeps its quantization_config at the top level, where vLLM reads it
+        # (vllm==0.23.0: transformers_utils/config.py:817-830 sets it on the top-level hf_config)
+        arch["quantization_config"] = cfg["quantization_config"]
     if isinstance(cfg.get("vision_config"), dict):
         arch["vision_config"] = cfg["vision_config"]
         arch["wrapper_architectures"] = cfg.get("architectures")

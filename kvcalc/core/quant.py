@@ -1,0 +1,72 @@
+"""Bytes per weight of a quantized checkpoint, as vLLM loads it (kvcalc.core.weights counts the parameters)."""
+
+from __future__ import annotations
+
+QUANTIZATIONS = ("fp8", "fp8_e4m3", "mxfp4", "awq", "gptq", "compressed-tensors", "bitsandbytes")
+
+
+def _fp4_group(quant: dict, method: str) -> int:
+    """The group size of a 4-bit float (NVFP4/MXFP4) checkpoint, 0 for any other: compressed-tensors with 4-bit
+    "float" weights (llm-compressor's NVFP4 scheme: group 16) or ModelOpt's quant_algo NVFP4 (group 16)."""
+    if method == "compressed-tensors":
+        for group in (quant.get("config_groups") or {}).values():
+            w = group.get("weights") if isinstance(group, dict) else None
+            if isinstance(w, dict) and w.get("num_bits") == 4 and w.get("type") == "float":
+                size = w.get("group_size")
+                return size if isinstance(size, int) and not isinstance(size, bool) and 0 < size <= 4096 else 16
+        return 0
+    if method == "modelopt" and "FP4" in str(quant.get("quant_algo") or "").upper():
+        size = quant.get("group_size")
+        return size if isinstance(size, int) and not isinstance(size, bool) and 0 < size <= 4096 else 16
+    return 0
+
+
+def quant_bytes(quant: dict, method: str, dt: int, fp8_marlin: bool = False) -> tuple[float, float, str]:
+    """(bytes per linear-layer parameter, per expert parameter, how) for a quantization. ``fp8_marlin``:
+    the GPU has no FP8 units (compute capability 7.5-8.8), so vLLM serves FP8 weights through Marlin
+    (weight-only), which turns block scales into one model-dtype scale per 128 inputs of every output
+    (vllm==0.19.0: model_executor/kernels/linear/scaled_mm/marlin.py is_supported; fused_moe/oracle/fp8.py
+    backend order, Marlin last; quantization/utils/marlin_utils_fp8.py:174-186 linear, :299-309 experts)."""
+    method = method.lower().replace("_marlin", "")
+    fp4 = _fp4_group(quant, method)
+    if fp4:
+        # NVFP4 (group 16, FP8 E4M3 scales) / MXFP4 (group 32, E8M0 scales): 4-bit weights packed two to a byte and
+        # one 1-byte scale per group, under the CUTLASS/FlashInfer kernels and under Marlin's W4A16 fallback alike
+        # (vllm==0.23.0: compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py:50-75, weight (N, K/2) uint8 and
+        # weight_scale (N, K/group) float8_e4m3fn; vllm==0.10.2: utils/marlin_utils_fp4.py:25-55, the Marlin scales
+        # stay one FP8 byte per group); the per-tensor global scales are not counted
+        b = 0.5 + 1 / fp4
+        return b, b, f"{method} 4-bit float (FP4) weights, group {fp4}, 1-byte scales"
+    if method in ("fp8", "fp8_e4m3", "fbgemm_fp8", "modelopt"):
+        block = quant.get("weight_block_size")
+        if isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block):
+            if fp8_marlin:
+                b = 1 + dt / block[1]  # (K / block_k, N) scales in the model dtype
+                return b, b, f"fp8 with {block[0]}x{block[1]} block scales, as Marlin group-{block[1]} scales ({dt} B)"
+            b = 1 + 4 / (block[0] * block[1])  # an fp32 scale per block
+            return b, b, f"fp8 with {block[0]}x{block[1]} block scales"
+        return 1.0, 1.0, "fp8 (per-tensor or dynamic scales)"
+    if method in ("awq", "gptq"):
+        bits = quant.get("bits", quant.get("w_bit", 4))
+        group = quant.get("group_size", quant.get("q_group_size", 128))
+        bits = bits if isinstance(bits, int) and 0 < bits <= 16 else 4
+        group = group if isinstance(group, int) and group > 0 else 128
+        b = bits / 8 + (2 + bits / 8) / group  # fp16 scale + packed zero point per group
+        return b, b, f"{method} {bits}-bit, group {group}"
+    if method == "bitsandbytes":
+        double = bool(quant.get("bnb_4bit_use_double_quant"))
+        if quant.get("load_in_8bit"):
+            return 1 + 4 / 4096, 1 + 4 / 4096, "bitsandbytes int8"
+        b = (4.127 if double else 4.5) / 8
+        return b, b, "bitsandbytes nf4" + (" (double quant)" if double else "")
+    if method == "compressed-tensors":
+        bits = 8
+        for group in (quant.get("config_groups") or {}).values():
+            w = group.get("weights") if isinstance(group, dict) else None
+            if isinstance(w, dict) and isinstance(w.get("num_bits"), int) and 0 < w["num_bits"] <= 16:
+                bits = w["num_bits"]
+        b = bits / 8 + (2 / 128 if bits < 8 else 0)
+        return b, b, f"compressed-tensors {bits}-bit weights"
+    if method == "mxfp4":
+        return float(dt), 4.25 / 8, "mxfp4 experts (4.25 bits)"
+    return float(dt), float(dt), ""
