@@ -197,3 +197,13 @@ def test_compare_refuses_a_sweep_beyond_its_rows(run):
     assert code == 2 and f"at most {MAX_COMPARE_ROWS:,}" in err and time.perf_counter() - t0 < 5
     code, out, _ = run("compare", "qwen3-0.6b", "--tp", f"1,{HUGE}")
     assert code == 0 and "cannot be computed" in out  # a row beyond the bound says why; the others stand
+
+
+@pytest.mark.parametrize("groups", [[1, 2], "w4a16", 7])
+def test_compressed_tensors_groups_must_be_an_object(run, tmp_path, groups):
+    # quantization_config.config_groups maps group names to schemes; anything else is refused by name, exit 2
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({**QWEN, "quantization_config": {"quant_method": "compressed-tensors", "config_groups": groups}}))
+    code, out, err = run("size", str(cfg), "--gpu", "H100-80GB", "--vllm-version", "0.23.0", "--max-model-len", "4096")
+    assert code == 2, out + err
+    assert "quantization_config.config_groups" in err and "Traceback" not in err

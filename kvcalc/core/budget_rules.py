@@ -11,6 +11,7 @@ integers. Every function returns ``(bytes, how)`` where ``how`` says what was co
 from __future__ import annotations
 
 from kvcalc.core.engine import usage_tier
+from kvcalc.core.quant import config_groups
 from kvcalc.core.record import record
 from kvcalc.core.specs import cdiv
 from kvcalc.core.units import figure
@@ -266,9 +267,7 @@ def fp8_mlp_activation(arch: dict, cli_method: str | None, sm: int, compiled: bo
         return not q.get("weight_block_size")
     if method != "compressed-tensors":
         return False
-    for group in (q.get("config_groups") or {}).values():
-        if not isinstance(group, dict):
-            continue
+    for group in config_groups(q):
         w, a = group.get("weights"), group.get("input_activations")
         if isinstance(w, dict) and isinstance(a, dict) and w.get("num_bits") == 8 and a.get("num_bits") == 8:
             return w.get("type") == "float" and a.get("type") == "float" and w.get("strategy") != "block"

@@ -2,6 +2,20 @@
 
 from __future__ import annotations
 
+from kvcalc.errors import ConfigError
+
+
+def config_groups(quant: dict) -> list[dict]:
+    """compressed-tensors' quantization groups (quantization_config.config_groups: name -> scheme)."""
+    groups = quant.get("config_groups") or {}
+    if not isinstance(groups, dict):
+        raise ConfigError(
+            f"config field 'quantization_config.config_groups' must be an object of named groups, "
+            f"got {type(groups).__name__}"
+        )
+    return [g for g in groups.values() if isinstance(g, dict)]
+
+
 QUANTIZATIONS = ("fp8", "fp8_e4m3", "mxfp4", "awq", "gptq", "compressed-tensors", "bitsandbytes")
 
 
@@ -9,8 +23,8 @@ def _fp4_group(quant: dict, method: str) -> int:
     """The group size of a 4-bit float (NVFP4/MXFP4) checkpoint, 0 for any other: compressed-tensors with 4-bit
     "float" weights (llm-compressor's NVFP4 scheme: group 16) or ModelOpt's quant_algo NVFP4 (group 16)."""
     if method == "compressed-tensors":
-        for group in (quant.get("config_groups") or {}).values():
-            w = group.get("weights") if isinstance(group, dict) else None
+        for group in config_groups(quant):
+            w = group.get("weights")
             if isinstance(w, dict) and w.get("num_bits") == 4 and w.get("type") == "float":
                 size = w.get("group_size")
                 return size if isinstance(size, int) and not isinstance(size, bool) and 0 < size <= 4096 else 16
@@ -61,8 +75,8 @@ def quant_bytes(quant: dict, method: str, dt: int, fp8_marlin: bool = False) -> 
         return b, b, "bitsandbytes nf4" + (" (double quant)" if double else "")
     if method == "compressed-tensors":
         bits = 8
-        for group in (quant.get("config_groups") or {}).values():
-            w = group.get("weights") if isinstance(group, dict) else None
+        for group in config_groups(quant):
+            w = group.get("weights")
             if isinstance(w, dict) and isinstance(w.get("num_bits"), int) and 0 < w["num_bits"] <= 16:
                 bits = w["num_bits"]
         b = bits / 8 + (2 / 128 if bits < 8 else 0)
