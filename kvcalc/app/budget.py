@@ -41,9 +41,10 @@ from kvcalc.core.mixers import EXPERT_KEYS
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
+from kvcalc.core.quant import QUANTIZATIONS
 from kvcalc.core.units import figure, format_bytes, parse_size
 from kvcalc.core.vllm_rules import SAMPLER_V2_DUMMY, RuleLine, rules_for
-from kvcalc.core.weights import QUANTIZATIONS, arch_int, estimate_weights
+from kvcalc.core.weights import arch_int, estimate_weights
 from kvcalc.errors import PlanError, named
 
 MIB = 1 << 20

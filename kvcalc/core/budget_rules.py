@@ -11,7 +11,7 @@ integers. Every function returns ``(bytes, how)`` where ``how`` says what was co
 from __future__ import annotations
 
 from kvcalc.core.engine import usage_tier
-from kvcalc.core.quant import config_groups
+from kvcalc.core.quant import FP8_METHODS, config_groups
 from kvcalc.core.record import record
 from kvcalc.core.specs import cdiv
 from kvcalc.core.units import figure
@@ -242,9 +242,6 @@ def forward_per_token(s: Shapes, tp: int) -> tuple[int, str]:
     if which == "MLP" and s.mlp_act_bytes and s.mlp_act_bytes != dt:
         which = f"MLP, activation output in FP8 ({s.mlp_act_bytes} B)"
     return width + 2 * s.hidden * dt, which
-
-
-FP8_METHODS = ("fp8", "fp8_e4m3", "fbgemm_fp8", "modelopt")
 
 
 def fp8_mlp_activation(arch: dict, cli_method: str | None, sm: int, compiled: bool) -> bool:

@@ -17,6 +17,13 @@ def config_groups(quant: dict) -> list[dict]:
 
 
 QUANTIZATIONS = ("fp8", "fp8_e4m3", "mxfp4", "awq", "gptq", "compressed-tensors", "bitsandbytes")
+# quantization_config methods whose weights are FP8 with per-tensor, per-channel or block scales
+FP8_METHODS = ("fp8", "fp8_e4m3", "fbgemm_fp8", "modelopt")
+
+
+def _group_size(v: object) -> int:
+    """A config's FP4 group size, 16 (NVFP4's) where it names none or an unusable one."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 4096 else 16
 
 
 def _fp4_group(quant: dict, method: str) -> int:
@@ -26,12 +33,10 @@ def _fp4_group(quant: dict, method: str) -> int:
         for group in config_groups(quant):
             w = group.get("weights")
             if isinstance(w, dict) and w.get("num_bits") == 4 and w.get("type") == "float":
-                size = w.get("group_size")
-                return size if isinstance(size, int) and not isinstance(size, bool) and 0 < size <= 4096 else 16
+                return _group_size(w.get("group_size"))
         return 0
     if method == "modelopt" and "FP4" in str(quant.get("quant_algo") or "").upper():
-        size = quant.get("group_size")
-        return size if isinstance(size, int) and not isinstance(size, bool) and 0 < size <= 4096 else 16
+        return _group_size(quant.get("group_size"))
     return 0
 
 
@@ -51,7 +56,7 @@ def quant_bytes(quant: dict, method: str, dt: int, fp8_marlin: bool = False) -> 
         # stay one FP8 byte per group); the per-tensor global scales are not counted
         b = 0.5 + 1 / fp4
         return b, b, f"{method} 4-bit float (FP4) weights, group {fp4}, 1-byte scales"
-    if method in ("fp8", "fp8_e4m3", "fbgemm_fp8", "modelopt"):
+    if method in FP8_METHODS:
         block = quant.get("weight_block_size")
         if isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block):
             if fp8_marlin:

@@ -22,7 +22,7 @@ from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.mixers import EXPERT_KEYS, arch_int, mixer_params
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
-from kvcalc.core.quant import QUANTIZATIONS, quant_bytes  # noqa: F401 (QUANTIZATIONS: re-exported)
+from kvcalc.core.quant import quant_bytes
 from kvcalc.core.record import record
 from kvcalc.core.weight_tensors import stage_slack
 from kvcalc.errors import ConfigError
