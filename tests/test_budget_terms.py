@@ -637,3 +637,14 @@ def test_fp4_checkpoints_cost_half_a_byte_and_a_scale_byte_per_group(tmp_path: P
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     assert resolve(str(path)).spec.arch["quantization_config"]["quant_method"] == "compressed-tensors"
+
+
+def test_modelopt_nvfp4_activation_is_not_fp8() -> None:
+    # ModelOpt names FP8 and NVFP4 checkpoints alike (quant_method "modelopt"); only quant_algo FP8 feeds the MLP
+    # activation to an FP8 GEMM
+    from kvcalc.core.budget_rules import fp8_mlp_activation
+
+    fp8 = {"quantization_config": {"quant_method": "modelopt", "quant_algo": "FP8"}}
+    nvfp4 = {"quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}}
+    assert fp8_mlp_activation(fp8, None, 90, True)
+    assert not fp8_mlp_activation(nvfp4, None, 100, True)

@@ -11,7 +11,7 @@ integers. Every function returns ``(bytes, how)`` where ``how`` says what was co
 from __future__ import annotations
 
 from kvcalc.core.engine import usage_tier
-from kvcalc.core.quant import FP8_METHODS, config_groups
+from kvcalc.core.quant import FP8_METHODS, config_groups, fp4_group
 from kvcalc.core.record import record
 from kvcalc.core.specs import cdiv
 from kvcalc.core.units import figure
@@ -260,6 +260,8 @@ def fp8_mlp_activation(arch: dict, cli_method: str | None, sm: int, compiled: bo
     raw = arch.get("quantization_config")
     q: dict = raw if isinstance(raw, dict) else {}
     method = (cli_method or str(q.get("quant_method") or "")).lower()
+    if fp4_group(q, method):  # ModelOpt's NVFP4 shares its method name with ModelOpt FP8
+        return False
     if method in FP8_METHODS:
         return not q.get("weight_block_size")
     if method != "compressed-tensors":

@@ -26,7 +26,7 @@ def _group_size(v: object) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 4096 else 16
 
 
-def _fp4_group(quant: dict, method: str) -> int:
+def fp4_group(quant: dict, method: str) -> int:
     """The group size of a 4-bit float (NVFP4/MXFP4) checkpoint, 0 for any other: compressed-tensors with 4-bit
     "float" weights (llm-compressor's NVFP4 scheme: group 16) or ModelOpt's quant_algo NVFP4 (group 16)."""
     if method == "compressed-tensors":
@@ -47,7 +47,7 @@ def quant_bytes(quant: dict, method: str, dt: int, fp8_marlin: bool = False) -> 
     (vllm==0.19.0: model_executor/kernels/linear/scaled_mm/marlin.py is_supported; fused_moe/oracle/fp8.py
     backend order, Marlin last; quantization/utils/marlin_utils_fp8.py:174-186 linear, :299-309 experts)."""
     method = method.lower().replace("_marlin", "")
-    fp4 = _fp4_group(quant, method)
+    fp4 = fp4_group(quant, method)
     if fp4:
         # NVFP4 (group 16, FP8 E4M3 scales) / MXFP4 (group 32, E8M0 scales): 4-bit weights packed two to a byte and
         # one 1-byte scale per group, under the CUTLASS/FlashInfer kernels and under Marlin's W4A16 fallback alike
