@@ -91,6 +91,13 @@ CATALOG: tuple[Gpu, ...] = (
     Gpu("RTX-A5000", _gib(23.57), "vLLM's free-memory check quoted as 'Your RTX A5000 (23.57 GB VRAM) only has 4.67 GB "
         "free' on RunPod (github.com/omertt27/ai-stanbul, RUNPOD_MEMORY_FIX.md); a deviceQuery of unknown date and driver "
         "prints 25402343424 bytes (23.66 GiB)", ("A5000", "RTXA5000"), True, sm=86),
+    Gpu("A40", 47608692736, "deviceQuery 'Total amount of global memory: 45403 MBytes (47608692736 bytes)' on ten "
+        "NVIDIA A40s, driver 550.127.05, nvidia-smi 46068MiB "
+        "(github.com/thamada/nvidia-smi/blob/5f6b772848f86e938c96cb7b6ff46d11f4957cba/nvsim/A40x10_deviceQuery.py)",
+        ("A40-48GB",), True, sm=86),
+    Gpu("RTX-2080-Ti", 11348672512, "cuMemGetInfo total 'total=10822.94 MiB' on an RTX 2080 Ti with driver 570.133.20 "
+        "(github.com/grgalex/nvshare/issues/26); drivers before 2024 give CUDA 10.76 GiB (torch OOM lines)",
+        ("2080TI", "RTX2080TI", "RTX-2080TI", "GeForce-RTX-2080-Ti"), True, sm=75),
     Gpu("RTX-PRO-6000", _gib(94.97), "cudaMemGetInfo total printed as 'total=94.97 GiB' by ds4 on a 96GB RTX PRO 6000 "
         "Blackwell, nvidia-smi 97887MiB (github.com/antirez/ds4/issues/431); WSL2 reports 95.59",
         ("RTX-PRO-6000-Blackwell", "RTX-PRO-6000-Blackwell-Server-Edition", "RTX-PRO-6000-Blackwell-Workstation-Edition",
