@@ -20,6 +20,7 @@ from kvcalc.sources.checkpoint import folder_facts, read_header
 from kvcalc.sources.resolve import resolve
 
 GIB = 1 << 30
+DATA = Path(__file__).parent / "data"
 
 
 def test_max_num_seqs_defaults_per_release_and_gpu() -> None:
@@ -528,8 +529,9 @@ def test_fa3_split_accumulators_in_the_full_graph_estimate_on_hopper() -> None:
     a100 = _budget(gpu="A100-40GB", vllm_version="0.20.1", max_model_len=16384)
     assert a100["cudagraphs"] == 2 * 512 * (3 * 14336 + 2 * 4096) * 2 + 86 * 3_565_158
     # a backend other than FlashAttention asked for: no accumulators
+    # (FlashInfer instead: one more 8 MiB decode-wrapper workspace for each of the 50 FULL graphs after the first)
     fi = _budget(gpu="H100-80GB", vllm_version="0.20.1", max_model_len=16384, attention_backend="FLASHINFER")
-    assert fi["cudagraphs"] == 2 * 512 * (3 * 14336 + 2 * 4096) * 2 + 102 * 3_565_158
+    assert fi["cudagraphs"] == 2 * 512 * (3 * 14336 + 2 * 4096) * 2 + 102 * 3_565_158 + 50 * 8 * 2**20
 
 
 def test_chunked_local_attention_keeps_piecewise_graphs_only() -> None:
@@ -648,3 +650,24 @@ def test_modelopt_nvfp4_activation_is_not_fp8() -> None:
     nvfp4 = {"quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}}
     assert fp8_mlp_activation(fp8, None, 90, True)
     assert not fp8_mlp_activation(nvfp4, None, 100, True)
+
+
+def test_flashinfer_full_graphs_carry_one_decode_workspace_each() -> None:
+    """FlashInfer's FULL graphs: vLLM keeps one BatchDecodeWithPagedKVCacheWrapper per decode batch size, each with
+    its own 8 MiB device int workspace (flashinfer-python 0.6.6 decode.py:739-741), so vLLM's estimate grows by
+    8 MiB for every FULL graph after the first. Two real vLLM 0.19.0 starts of the same model and settings on an
+    A100-40GB print 0.53 GiB with FlashAttention 2 (tests/data/vllm-budget/hpml-llama-3.1-8b-instruct-a100-40gb-8k-0.19.0.log)
+    and 0.81 GiB with FlashInfer, which vLLM picks for the FP8 KV cache
+    (hpml-llama-3.1-8b-w8a8-fp8kv-a100-40gb-8k-0.19.0.log): both log FULL=35, so 34 x 8 MiB = 0.27 GiB of the 0.28."""
+    logs = DATA / "vllm-budget"
+    for name, estimate in (("hpml-llama-3.1-8b-instruct-a100-40gb-8k-0.19.0.log", "0.53"),
+                           ("hpml-llama-3.1-8b-w8a8-fp8kv-a100-40gb-8k-0.19.0.log", "0.81")):
+        text = (logs / name).read_text()
+        assert "FULL=35 (largest=256)" in text and f"Estimated CUDA graph memory: {estimate} GiB total" in text
+    fa2 = _budget(gpu="A100-40GB", vllm_version="0.20.1", max_model_len=8192)
+    fi = _budget(gpu="A100-40GB", vllm_version="0.20.1", max_model_len=8192, kv_dtype="fp8")
+    assert fi["cudagraphs"] - fa2["cudagraphs"] == 34 * 8 * 2**20
+    assert abs((fi["cudagraphs"] - fa2["cudagraphs"]) / GIB - (0.81 - 0.53)) < 0.02
+    # no wrappers where vLLM keeps FlashAttention (FA3 takes an FP8 KV cache on H100)
+    h100 = _budget(gpu="H100-80GB", vllm_version="0.20.1", max_model_len=8192)
+    assert _budget(gpu="H100-80GB", vllm_version="0.20.1", max_model_len=8192, kv_dtype="fp8")["cudagraphs"] == h100["cudagraphs"]

@@ -31,6 +31,22 @@ def fa3_full_graphs(s: Settings, model: ModelSpec, plan: ParallelPlan, sm: int) 
     return model.num_attention_heads // plan.tp, model.head_dim_v
 
 
+AMPERE, ADA = 80, 89
+
+
+def flashinfer_full_graphs(s: Settings, model: ModelSpec, sm: int) -> bool:
+    """Whether FlashInfer's decode wrappers serve the FULL graphs: asked for with --attention-backend, or
+    vLLM's pick for an FP8 KV cache on Ampere/Ada, where FLASH_ATTN (FA2 there) takes no FP8 KV cache
+    (vllm==0.24.0: v1/attention/backends/flash_attn.py:183-193, FA3 on sm90 only) and FLASHINFER is next in
+    the order (platforms/cuda.py:152-158; the hpml 0.19 A100/RTX A6000 logs print "Using FLASHINFER attention
+    backend" for --kv-cache-dtype fp8). Blackwell's FlashInfer decodes through trtllm-gen, without the wrappers."""
+    if model.mla or sm >= 100:
+        return False
+    if s.attention_backend is not None:
+        return s.attention_backend == "FLASHINFER"
+    return AMPERE <= sm <= ADA and s.kv_dtype.startswith("fp8")
+
+
 def cudagraph_term(
     s: Settings, line: RuleLine, shapes: Shapes, model: ModelSpec, plan: ParallelPlan, mnbt: int, seqs: int, sm: int
 ) -> tuple[int, str]:
@@ -54,4 +70,6 @@ def cudagraph_term(
     # back to PIECEWISE graphs only (vllm==0.20.1: model_executor/layers/attention/chunked_local_attention.py:42-49,
     # config/compilation.py:1345-1360)
     full_up_to = 0 if "chunked" in model.kinds else seqs
-    return cudagraph_estimate(shapes, plan.tp, sizes, full_up_to, fa3_full_graphs(s, model, plan, sm))
+    return cudagraph_estimate(
+        shapes, plan.tp, sizes, full_up_to, fa3_full_graphs(s, model, plan, sm), flashinfer_full_graphs(s, model, sm)
+    )

@@ -83,6 +83,10 @@ PER_GRAPH = 3_565_158  # 3.4 MiB
 # (PREPARE_VARLEN_MAX_BATCHES_1CTA, same function)
 FA3_GRAPH_SPLITS = 32
 FA3_SPLIT_MAX_BATCH = 992
+# FlashInfer in FULL CUDA graphs: vLLM keeps one BatchDecodeWithPagedKVCacheWrapper per decode batch size (vllm==0.22.0:
+# v1/attention/backends/flashinfer.py:786-816, 0.19.0: :745-780), each with its own 8 MiB device int workspace from
+# torch (flashinfer-python==0.6.6, pinned by vLLM 0.19-0.22: decode.py:739-741): one more in every FULL graph's sample
+FLASHINFER_DECODE_INT_WORKSPACE = 8 * MIB
 # Triton top-k/top-p (0.17+): rows below 8 take the PyTorch sort instead (vllm==0.19.0:
 # v1/sample/ops/topk_topp_sampler.py:251-255); the kernel keeps a per-program fp32 buffer of
 # min(next_pow2(P), SMs) x vocab, P = min(SMs, rows), in the module-level _TRITON_BUFFER_CACHE
@@ -454,7 +458,8 @@ def fa3_split_accumulators(heads: int, head_dim_v: int, tokens: int) -> int:
 
 
 def cudagraph_estimate(
-    s: Shapes, tp: int, sizes: tuple[int, ...], max_num_seqs: int, fa3: tuple[int, int] | None = None
+    s: Shapes, tp: int, sizes: tuple[int, ...], max_num_seqs: int, fa3: tuple[int, int] | None = None,
+    flashinfer: bool = False,
 ) -> tuple[int, str]:
     """vLLM's 'Estimated CUDA graph memory' (0.18+, subtracted from 0.20): per mode, the first
     (largest) graph is measured as one warm-up run in the default pool plus its capture in the
@@ -466,7 +471,8 @@ def cudagraph_estimate(
     the estimate takes the larger first sample (gpu_model_runner.py:6039). FULL_AND_PIECEWISE:
     piecewise graphs for every size, full graphs for decode sizes. ``fa3``: (query heads per rank,
     V head size) where FlashAttention 3 serves the FULL graphs, whose split accumulators are kvcalc's
-    FULL first sample; elsewhere the FULL graphs add no first sample of their own."""
+    FULL first sample; elsewhere the FULL graphs add no first sample of their own. ``flashinfer``: FlashInfer
+    serves the FULL graphs, whose per-graph sample holds one more decode wrapper's int workspace."""
     if not sizes:
         return 0, "no capture sizes"
     full = [x for x in sizes if x <= max_num_seqs]
@@ -483,7 +489,11 @@ def cudagraph_estimate(
                 f"{heads} heads x {max(full)} tokens x ({dv} + 1) x 4 B = {figure(first_f)}"
             )
     total = max(first_p, first_f) + graphs * PER_GRAPH
+    wrappers = ""
+    if flashinfer and len(full) > 1:  # vLLM extrapolates the second FULL sample to the other FULL graphs
+        total += (len(full) - 1) * FLASHINFER_DECODE_INT_WORKSPACE
+        wrappers = f" + FlashInfer's {figure(FLASHINFER_DECODE_INT_WORKSPACE)} decode workspace per FULL graph after the first"
     return total, (
         f"estimate: {graphs} graphs (PIECEWISE {len(sizes)} + FULL {len(full)}, largest {max(sizes)}): "
-        f"{why} + {figure(PER_GRAPH)} per graph"
+        f"{why} + {figure(PER_GRAPH)} per graph{wrappers}"
     )

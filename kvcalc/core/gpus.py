@@ -92,8 +92,8 @@ CATALOG: tuple[Gpu, ...] = (
         "free' on RunPod (github.com/omertt27/ai-stanbul, RUNPOD_MEMORY_FIX.md); a deviceQuery of unknown date and driver "
         "prints 25402343424 bytes (23.66 GiB)", ("A5000", "RTXA5000"), True, sm=86),
     Gpu("A40", 47608692736, "deviceQuery 'Total amount of global memory: 45403 MBytes (47608692736 bytes)' on ten "
-        "NVIDIA A40s, driver 550.127.05, nvidia-smi 46068MiB "
-        "(github.com/thamada/nvidia-smi/blob/5f6b772848f86e938c96cb7b6ff46d11f4957cba/nvsim/A40x10_deviceQuery.py)",
+        "NVIDIA A40s, driver 550.127.05, nvidia-smi 46068MiB (github.com/thamada/nvidia-smi, nvsim/A40x10_deviceQuery.py "
+        "at 5f6b772)",
         ("A40-48GB",), True, sm=86),
     Gpu("RTX-2080-Ti", 11348672512, "cuMemGetInfo total 'total=10822.94 MiB' on an RTX 2080 Ti with driver 570.133.20 "
         "(github.com/grgalex/nvshare/issues/26); drivers before 2024 give CUDA 10.76 GiB (torch OOM lines)",
