@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvcalc.sources.resolve import resolve
@@ -168,3 +170,23 @@ def test_gemma3_linear_rope_table_is_factor_times_longer(tmp_path):
     path.write_text(json.dumps(cfg))
     spec = resolve(str(path)).spec
     assert rope_table_bytes(spec, spec.arch, 2)[0] == 2 * 131072 * 256 * 2
+
+
+def test_qwen3_5_keeps_its_ssm_state_in_float32(run_json):
+    """Qwen3.5 / 3.6 (model_type qwen3_5): vLLM's config hook sets an 'auto' mamba SSM cache dtype to the config's
+    mamba_ssm_dtype, float32 (vllm==0.27.1: model_executor/models/config.py:799-829). Qwen3.5-27B's published config
+    (tests/data/vllm-budget/configs/qwen3.5-27b.json): 64 layers, every 4th full attention (4 KV heads x 256), 48
+    gated-delta-net layers with 16 key / 48 value heads of 128 and a conv kernel of 4."""
+    config = "tests/data/vllm-budget/configs/qwen3.5-27b.json"
+    d = run_json("size", config, "--tokens", "1000")
+    conv = (2 * 16 * 128 + 48 * 128) * (4 - 1) * 2  # model dtype (bf16)
+    ssm = 48 * 128 * 128 * 4  # float32
+    assert d["state_bytes_per_request"] == 48 * (conv + ssm)
+    assert d["bytes_per_token"] == 16 * 2 * 4 * 256 * 2
+    # vLLM raises the attention block size until one attention page (4 KiB a token) holds a GDN state page,
+    # in multiples of 16: ceil(3,207,168 / 4096) = 783 -> 784, and pads the state page by 0.13 % to match. A public
+    # vLLM 0.27.1 start of Qwen3.6-27B-FP8 (the same text layer shapes) prints both lines.
+    assert d["block_size"] == 784
+    log = (Path(__file__).parent / "data" / "vllm-budget" / "phivan3008-qwen3.6-27b-fp8-h100-eager-0.27.1.log").read_text()
+    assert "Setting attention block size to 784 tokens" in log and "Padding mamba page size by 0.13%" in log
+    assert round((784 * 4096 / (conv + ssm) - 1) * 100, 2) == 0.13

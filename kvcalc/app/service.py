@@ -161,8 +161,23 @@ def cache_settings(model: ModelSpec, s: Settings, *, block_size: int) -> CacheSe
         kv_dtype=kv,
         block_size=block_size,
         mamba_dtype_bytes=MODEL_DTYPES[mdt],
-        mamba_ssm_dtype_bytes=MODEL_DTYPES[mdt],
+        mamba_ssm_dtype_bytes=MODEL_DTYPES[ssm_state_dtype(model, mdt)],
     )
+
+
+# vLLM's config hook for Qwen3.5 / Qwen3.6 (Qwen3_5For{CausalLM,ConditionalGeneration} and their MoE variants): an
+# 'auto' mamba SSM cache dtype takes the text config's mamba_ssm_dtype (float32 in the published configs), so the
+# gated-delta-net temporal state is fp32 while the conv state keeps the model dtype (vllm==0.17.0:
+# model_executor/models/config.py:625-650, :685-686; 0.27.1: :799-829, :959-962; mamba_utils.py:95-108)
+SSM_DTYPE_FROM_CONFIG = frozenset({"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"})
+
+
+def ssm_state_dtype(model: ModelSpec, mdt: str) -> str:
+    """The dtype of a recurrent layer's temporal (SSM) state in vLLM: the model dtype, or the config's own."""
+    own = model.arch.get("mamba_ssm_dtype")
+    if model.arch.get("model_type") in SSM_DTYPE_FROM_CONFIG and own in MODEL_DTYPES:
+        return str(own)
+    return mdt
 
 
 def default_block_size(model: ModelSpec, s: Settings) -> int:
