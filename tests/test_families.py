@@ -190,3 +190,14 @@ def test_qwen3_5_keeps_its_ssm_state_in_float32(run_json):
     log = (Path(__file__).parent / "data" / "vllm-budget" / "phivan3008-qwen3.6-27b-fp8-h100-eager-0.27.1.log").read_text()
     assert "Setting attention block size to 784 tokens" in log and "Padding mamba page size by 0.13%" in log
     assert round((784 * 4096 / (conv + ssm) - 1) * 100, 2) == 0.13
+
+
+def test_qwen3_5_ssm_dtype_that_names_no_dtype_is_refused(run, tmp_path):
+    import json
+
+    cfg = json.loads((Path(__file__).parent / "data" / "vllm-budget" / "configs" / "qwen3.5-27b.json").read_text())
+    cfg["text_config"]["mamba_ssm_dtype"] = ["float32"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, _, err = run("size", str(path), "--tokens", "10")
+    assert code == 2 and "mamba_ssm_dtype" in err and "float32" in err and "Traceback" not in err

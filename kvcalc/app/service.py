@@ -17,7 +17,7 @@ from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
 from kvcalc.core.record import record, replace
 from kvcalc.core.vllm_rules import RuleLine, rules_for
-from kvcalc.errors import KvcalcError, PlanError, named
+from kvcalc.errors import ConfigError, KvcalcError, PlanError, named
 from kvcalc.words import plural
 
 MAX_BATCH = MAX_REQUESTS
@@ -174,10 +174,12 @@ SSM_DTYPE_FROM_CONFIG = frozenset({"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qw
 
 def ssm_state_dtype(model: ModelSpec, mdt: str) -> str:
     """The dtype of a recurrent layer's temporal (SSM) state in vLLM: the model dtype, or the config's own."""
-    own = model.arch.get("mamba_ssm_dtype")
-    if model.arch.get("model_type") in SSM_DTYPE_FROM_CONFIG and own in MODEL_DTYPES:
-        return str(own)
-    return mdt
+    own, kind = model.arch.get("mamba_ssm_dtype"), model.arch.get("model_type")
+    if not (isinstance(kind, str) and kind in SSM_DTYPE_FROM_CONFIG) or own is None:
+        return mdt
+    if isinstance(own, str) and own in MODEL_DTYPES:
+        return own
+    raise ConfigError(f"config field 'mamba_ssm_dtype' is {own!r}; valid: {', '.join(MODEL_DTYPES)}")
 
 
 def default_block_size(model: ModelSpec, s: Settings) -> int:
