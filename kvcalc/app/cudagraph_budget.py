@@ -31,7 +31,7 @@ def fa3_full_graphs(s: Settings, model: ModelSpec, plan: ParallelPlan, sm: int) 
     return model.num_attention_heads // plan.tp, model.head_dim_v
 
 
-AMPERE, ADA = 80, 89
+AMPERE, ADA, BLACKWELL_DC = 80, 89, 100
 
 
 def flashinfer_full_graphs(s: Settings, model: ModelSpec, sm: int) -> bool:
@@ -39,8 +39,9 @@ def flashinfer_full_graphs(s: Settings, model: ModelSpec, sm: int) -> bool:
     vLLM's pick for an FP8 KV cache on Ampere/Ada, where FLASH_ATTN (FA2 there) takes no FP8 KV cache
     (vllm==0.24.0: v1/attention/backends/flash_attn.py:183-193, FA3 on sm90 only) and FLASHINFER is next in
     the order (platforms/cuda.py:152-158; the hpml 0.19 A100/RTX A6000 logs print "Using FLASHINFER attention
-    backend" for --kv-cache-dtype fp8). Blackwell's FlashInfer decodes through trtllm-gen, without the wrappers."""
-    if model.mla or sm >= 100:
+    backend" for --kv-cache-dtype fp8). On the sm100 family FlashInfer decodes through trtllm-gen, without the
+    wrappers (vllm==0.22.0: utils/flashinfer.py:335-347, supports_trtllm_attention)."""
+    if model.mla or BLACKWELL_DC <= sm < BLACKWELL_DC + 10:
         return False
     if s.attention_backend is not None:
         return s.attention_backend == "FLASHINFER"
