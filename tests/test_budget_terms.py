@@ -11,8 +11,9 @@ import pytest
 
 from kvcalc.app.budget_check import predict
 from kvcalc.app.settings import Settings
-from kvcalc.core.budget_rules import capture_sizes, default_max_num_seqs, mxfp4_marlin, sampler_bytes_per_element
+from kvcalc.core.budget_rules import capture_sizes, default_max_num_seqs, sampler_bytes_per_element
 from kvcalc.core.gpus import find_gpu
+from kvcalc.core.quant import mxfp4_kernel, mxfp4_marlin
 from kvcalc.core.vllm_rules import rules_for
 from kvcalc.errors import ConfigError, KvcalcError
 from kvcalc.probe.budget_log import budget_rows, parse_budget
@@ -221,9 +222,9 @@ def test_gpt_oss_120b_mxfp4_weights_on_h100_match_the_vllm_0_10_1_1_log() -> Non
     s = Settings().with_(gpu="H100-80GB", vllm_version="0.10.1.1", gpu_memory_utilization=0.9, max_model_len=16384)
     weights = predict(model, s, stage=None)[0]["weights"] / GIB
     assert weights == pytest.approx(65.9651, abs=0.05)
-    # the same checkpoint with 0.12.0 on H100: vendored triton_kernels, Triton, no Marlin padding
-    s12 = s.with_(vllm_version="0.12.0")
-    assert predict(model, s12, stage=None)[0]["weights"] / GIB < 61.0
+    # the same checkpoint with 0.12.0 on H100: vendored triton_kernels, so the Triton layout, not Marlin's
+    # (test_gpt_oss_mxfp4_triton_layout_on_hopper)
+    assert mxfp4_kernel(rules_for("0.12.0")[0], 90) == "triton" and mxfp4_kernel(rules_for("0.11.0")[0], 90) == "marlin"
     # gpt-oss-20b on A100 (Marlin below sm90 in every release): 0.19.0 log 13.72 GiB
     a100 = Settings().with_(gpu="A100-80GB", vllm_version="0.19.0", gpu_memory_utilization=0.65, max_model_len=131072)
     assert predict(resolve("gpt-oss-20b").spec, a100, stage=None)[0]["weights"] / GIB == pytest.approx(13.72, abs=0.05)
@@ -671,3 +672,21 @@ def test_flashinfer_full_graphs_carry_one_decode_workspace_each() -> None:
     # no wrappers where vLLM keeps FlashAttention (FA3 takes an FP8 KV cache on H100)
     h100 = _budget(gpu="H100-80GB", vllm_version="0.20.1", max_model_len=8192)
     assert _budget(gpu="H100-80GB", vllm_version="0.20.1", max_model_len=8192, kv_dtype="fp8")["cudagraphs"] == h100["cudagraphs"]
+
+
+def test_gpt_oss_mxfp4_triton_layout_on_hopper() -> None:
+    """vLLM's Triton MXFP4 MoE backend (Hopper, 0.12+) pads the per-rank intermediate size to 64, keeps the
+    checkpoint's scales as layer parameters beside the swizzled copy the kernel reads (whose rows pad to 256), and
+    casts the expert biases to fp32 (vllm==0.15.1: quantization/mxfp4.py:322-329, 745-785). gpt-oss-120b at TP 2:
+    I = round_up(2880 / 2, 64) = 1472, H = 2880, per expert: values 3 x 1472 x 2880 / 2 = 6,359,040; scales
+    3 x 1472 x 2880 / 32 = 397,440; swizzled scales round_up(2944, 256) x 90 + round_up(2880, 256) x 46 = 417,792;
+    fp32 biases (2944 + 2880) x 4 = 23,296: 7,197,568 B x 128 experts."""
+    from kvcalc.core.weights import triton_mxfp4_expert_bytes
+
+    assert triton_mxfp4_expert_bytes(128, 2880, 2880, 2) == 7_197_568 * 128
+    # the whole rank against real logs: gpt-oss-120b, TP 2 on H200, 0.15.1, "Using Triton backend" (held-out set 19:
+    # "Model loading took 32.98 GiB"), and gpt-oss-20b, TP 2 on H100, 0.19.0 (llm-d-planner: 7.01 GiB; 6.43 unpadded)
+    h200 = Settings().with_(gpu="H200", vllm_version="0.15.1", tp=2, gpu_memory_utilization=0.85, max_model_len=131072)
+    assert predict(resolve("gpt-oss-120b").spec, h200, stage=None)[0]["weights"] / GIB == pytest.approx(32.98, abs=0.1)
+    h100 = Settings().with_(gpu="H100-80GB", vllm_version="0.19.0", tp=2, gpu_memory_utilization=0.95, max_model_len=8192)
+    assert predict(resolve("gpt-oss-20b").spec, h100, stage=None)[0]["weights"] / GIB == pytest.approx(7.01, abs=0.2)

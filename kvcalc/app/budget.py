@@ -24,7 +24,6 @@ from kvcalc.core.budget_rules import (
     fp8_marlin,
     fp8_mlp_activation,
     moe_workspace,
-    mxfp4_marlin,
     non_torch,
     pp_intermediate_buffers,
     profile_peak,
@@ -41,7 +40,7 @@ from kvcalc.core.mixers import EXPERT_KEYS
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
-from kvcalc.core.quant import QUANTIZATIONS
+from kvcalc.core.quant import QUANTIZATIONS, mxfp4_kernel
 from kvcalc.core.units import figure, format_bytes, parse_size
 from kvcalc.core.vllm_rules import SAMPLER_V2_DUMMY, RuleLine, rules_for
 from kvcalc.core.weights import arch_int, estimate_weights
@@ -127,18 +126,18 @@ def _scheduler(
 
 
 def _weights(
-    s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, dtype_bytes: int = 0, marlin: bool = False,
+    s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, dtype_bytes: int = 0, mxfp4: str = "",
     vllm_extras: bool = True, fp8_marlin: bool = False,
 ) -> tuple[tuple[int, ...], str]:
     """Weights on one GPU of each PP stage, and their source. ``dtype_bytes``: the model dtype's size after
-    --dtype. ``marlin``: the release loads MXFP4 experts through its Marlin kernel on this GPU
-    (budget_rules.mxfp4_marlin). ``vllm_extras``: vLLM's RoPE table and vision towers; SGLang passes False."""
+    --dtype. ``mxfp4``: the MoE kernel whose layout the release gives MXFP4 experts on this GPU
+    (core.quant.mxfp4_kernel). ``vllm_extras``: vLLM's RoPE table and vision towers; SGLang passes False."""
     quant = _quantization(s)
     dtype = None
     if s.dtype not in (None, "auto") and dtype_bytes and dtype_bytes != MODEL_DTYPES[model.dtype]:
         dtype = next(name for name, size in MODEL_DTYPES.items() if size == dtype_bytes)
     ep = plan.tp * plan.dp if s.enable_expert_parallel and vllm_extras else None
-    kw: dict[str, Any] = dict(marlin=marlin, dtype=dtype, vllm_extras=vllm_extras, fp8_marlin=fp8_marlin)
+    kw: dict[str, Any] = dict(mxfp4_kernel=mxfp4, dtype=dtype, vllm_extras=vllm_extras, fp8_marlin=fp8_marlin)
     est = estimate_weights(model, plan, quant, expert_ranks=ep, **kw)
     ep_how = f"; experts whole across {ep} ranks (expert parallelism)" if ep else ""
     weights_flag = _size(s.weights_bytes, named("weights_bytes"))
@@ -441,7 +440,7 @@ def budget_inputs(
     requested = math.ceil(total * util) if line.request_ceil else int(total * util)
     gpu = _catalog_gpu(s, gpu_name)
     sm = gpu.sm if gpu else 0
-    stage_weights = _weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, mxfp4_marlin(line, sm), fp8_marlin=fp8_marlin(sm))
+    stage_weights = _weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, mxfp4_kernel(line, sm), fp8_marlin=fp8_marlin(sm))
     weights, src = with_lora(s, model, plan, *stage_weights, cache.mamba_dtype_bytes)
     mnbt = common["max_num_batched_tokens"]
     shapes = _shapes(model, cache, s, sm)

@@ -20,8 +20,6 @@ from kvcalc.core.vllm_rules import (
     BATCH_160GIB_NO_GB10,
     BATCH_BY_NAME,
     BATCH_BY_NAME_SEQS,
-    MXFP4_NO_TRITON_KERNELS,
-    MXFP4_TORCH27,
     SAMPLER_NATIVE_OR_FI,
     V2_LISTED,
     V2_LISTED_DENSE_UNQUANTIZED,
@@ -188,21 +186,6 @@ def fp8_marlin(sm: int) -> bool:
     7.5-8.8, which lack FP8 units (vllm==0.19.0: model_executor/kernels/linear/scaled_mm/marlin.py
     is_supported, Marlin refused from 8.9 unless forced; fused_moe/fused_marlin_moe.py:567)."""
     return 75 <= sm < 89
-
-
-def mxfp4_marlin(line: RuleLine, sm: int) -> bool:
-    """Whether a pip install of the release loads MXFP4 MoE experts through the Marlin kernel
-    (padded: kvcalc.core.weights.mxfp4_expert_bytes) on a GPU of compute capability ``sm``
-    (0: unknown, no padding assumed). 0.10.1.x: torch 2.7.1 fails the >= 2.8.0 check, so every
-    GPU but sm100 (vllm==0.10.1.1: mxfp4.py:123-135); 0.10.2-0.11.x: the optional triton_kernels
-    package is absent, so Marlin on sm90 too (vllm==0.11.0: mxfp4.py:95-99); 0.12+: triton_kernels
-    ships in the wheel, Triton on sm90-sm10x (vllm==0.12.0: mxfp4.py:150-162). sm100 (FlashInfer
-    or Triton, with their own padding) is not modelled: no padding assumed."""
-    if sm <= 0 or sm == 100:
-        return False
-    if line.mxfp4_kernel in (MXFP4_TORCH27, MXFP4_NO_TRITON_KERNELS):
-        return True
-    return sm < 90 or sm >= 110
 
 
 def sampler_peak(rows: int, vocab: int, bpe: int) -> int:

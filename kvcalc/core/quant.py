@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvcalc.core.vllm_rules import MXFP4_NO_TRITON_KERNELS, MXFP4_TORCH27, MXFP4_VENDORED, RuleLine
 from kvcalc.errors import ConfigError
 
 
@@ -89,3 +90,28 @@ def quant_bytes(quant: dict, method: str, dt: int, fp8_marlin: bool = False) -> 
     if method == "mxfp4":
         return float(dt), 4.25 / 8, "mxfp4 experts (4.25 bits)"
     return float(dt), float(dt), ""
+
+
+def mxfp4_kernel(line: RuleLine, sm: int) -> str:
+    """The MoE kernel whose layout a pip install of the release gives MXFP4 experts on compute capability ``sm``:
+    "marlin" (mxfp4_marlin), "triton" on Hopper from 0.12 (triton_kernels ships in the wheel and TRITON comes
+    before Marlin in the order: vllm==0.12.0: mxfp4.py:150-162; vllm==0.19.0: fused_moe/oracle/mxfp4.py:169-184,
+    204-207), or "" (unpadded: unknown GPU, sm100's FlashInfer/Triton layouts, not modelled)."""
+    if mxfp4_marlin(line, sm):
+        return "marlin"
+    return "triton" if line.mxfp4_kernel == MXFP4_VENDORED and 90 <= sm < 100 else ""
+
+
+def mxfp4_marlin(line: RuleLine, sm: int) -> bool:
+    """Whether a pip install of the release loads MXFP4 MoE experts through the Marlin kernel
+    (padded: kvcalc.core.weights.mxfp4_expert_bytes) on a GPU of compute capability ``sm``
+    (0: unknown, no padding assumed). 0.10.1.x: torch 2.7.1 fails the >= 2.8.0 check, so every
+    GPU but sm100 (vllm==0.10.1.1: mxfp4.py:123-135); 0.10.2-0.11.x: the optional triton_kernels
+    package is absent, so Marlin on sm90 too (vllm==0.11.0: mxfp4.py:95-99); 0.12+: triton_kernels
+    ships in the wheel, Triton on sm90-sm10x (vllm==0.12.0: mxfp4.py:150-162). sm100 (FlashInfer
+    or Triton, with their own padding) is not modelled: no padding assumed."""
+    if sm <= 0 or sm == 100:
+        return False
+    if line.mxfp4_kernel in (MXFP4_TORCH27, MXFP4_NO_TRITON_KERNELS):
+        return True
+    return sm < 90 or sm >= 110

@@ -148,7 +148,7 @@ class RuleLine:
     # cross-attention reserves max_num_encoder_input_tokens (= max_num_batched_tokens) per request,
     # not the encoder length (vllm==0.11.0: vllm/v1/kv_cache_interface.py:256-262; vllm==0.10.2: :230-235)
     cross_from_batch: bool = True
-    # the MXFP4 MoE kernel of a pip install (MXFP4_* above; kvcalc.core.budget_rules.mxfp4_marlin)
+    # the MXFP4 MoE kernel of a pip install (MXFP4_* above; kvcalc.core.quant.mxfp4_marlin)
     mxfp4_kernel: str = MXFP4_VENDORED
     # --- the memory budget (issue 14; docs/vllm-budget.md cites each rule) ---
     # top-k/top-p path of the profile run's dummy sampler over max_num_seqs x vocab logits,

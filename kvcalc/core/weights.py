@@ -132,6 +132,28 @@ def marlin_mxfp4_expert_bytes(experts: int, hidden: int, moe_inter: int, tp: int
     return experts * (values // 2 + values // 32 + (2 * i + h) * 2)
 
 
+def triton_mxfp4_expert_bytes(experts: int, hidden: int, moe_inter: int, tp: int) -> int:
+    """Bytes of one MoE layer's MXFP4 experts on one TP rank under vLLM's Triton MoE backend on Hopper
+    (triton_kernels' matmul_ogs, the default on sm90 from 0.12: vllm==0.15.1: model_executor/layers/quantization/
+    mxfp4.py:322-329, 745-785; vllm==0.19.0: fused_moe/oracle/mxfp4.py:376-400, 721-746 with quantization/mxfp4.py:
+    297-308): the per-rank intermediate size padded to 64; the values at 1/2 B; the checkpoint's scales (1/32 B a
+    value) kept as the layer's parameters, beside the swizzled copy the kernel reads, whose rows
+    HopperMXScaleLayout pads to 2 x num_warps(8) x 2 x 8 = 256 (third_party/triton_kernels/tensor_details/
+    layout_details/hopper_scale.py:22-30; w13's 2 I rows, w2's H rows); the biases cast to fp32."""
+    i = _round_up(max(moe_inter // max(tp, 1), 1), 64)
+    values = 3 * i * hidden
+    swizzled = _round_up(2 * i, 256) * (hidden // 32) + _round_up(hidden, 256) * (i // 32)
+    return experts * (values // 2 + values // 32 + swizzled + (2 * i + hidden) * 4)
+
+
+# MXFP4 expert layouts by MoE kernel: bytes of one layer's experts on a rank, and how the source names it
+MXFP4_LAYOUTS = {
+    "marlin": (marlin_mxfp4_expert_bytes, ", padded for vLLM's Marlin MoE kernel (+ bf16 expert biases)"),
+    "triton": (triton_mxfp4_expert_bytes, ", laid out for vLLM's Triton MoE kernel on Hopper (intermediate padded to 64, "
+               "the checkpoint's scales beside their swizzled copy, fp32 expert biases)"),
+}
+
+
 def yarn_table_bytes(model: ModelSpec, a: dict) -> int:
     """gpt-oss builds its YaRN cos/sin table in fp32 (vllm==0.10.1.1: models/gpt_oss.py:48-66,
     dtype=torch.float32): original_max_position_embeddings x factor positions x head_dim x 4 B,
@@ -325,7 +347,7 @@ def estimate_weights(
     model: ModelSpec,
     plan: ParallelPlan,
     quantization: str | None = None,
-    marlin: bool = False,
+    mxfp4_kernel: str = "",
     dtype: str | None = None,
     vllm_extras: bool = True,
     expert_ranks: int | None = None,
@@ -334,14 +356,14 @@ def estimate_weights(
     """Parameters of the whole model and bytes per GPU of each PP stage (computed once per
     model, TP size, PP split and quantization). ``expert_ranks``: the ranks MoE experts are
     spread over whole under expert parallelism (TP x DP, vLLM's ep_size); None: TP slices each
-    expert. ``fp8_marlin``: FP8 weights go through Marlin on this GPU (quant_bytes). ``marlin``: vLLM loads MXFP4 experts through
-    its Marlin kernel on this GPU and release (kvcalc.core.budget_rules.mxfp4_marlin), padded.
+    expert. ``fp8_marlin``: FP8 weights go through Marlin on this GPU (quant_bytes). ``mxfp4_kernel``: the MoE kernel vLLM loads MXFP4
+    experts for on this GPU and release ("marlin", "triton" or "": kvcalc.core.quant.mxfp4_kernel), with its padding.
     ``dtype``: ``--dtype`` when it overrides the checkpoint's. ``vllm_extras``: add what vLLM's model
     code allocates while loading beside the decoder (its RoPE table, Llama 4's vision tower:
     ``_stage_extras``); False for SGLang, whose tables kvcalc.core.sglang.rope_cache_bytes counts."""
     # ``arch`` is left out of a model's ==/hash: its identity is part of the key (the
     # cached model keeps it alive, so the id cannot be reused while the entry exists)
-    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, marlin, dtype, vllm_extras, expert_ranks, fp8_marlin)
+    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, mxfp4_kernel, dtype, vllm_extras, expert_ranks, fp8_marlin)
 
 
 @lru_cache(maxsize=256)
@@ -367,7 +389,7 @@ def _estimate(
     pp: int,
     pp_layers: tuple[int, ...] | None,
     quantization: str | None = None,
-    marlin: bool = False,
+    mxfp4_kernel: str = "",
     dtype: str | None = None,
     vllm_extras: bool = True,
     expert_ranks: int | None = None,
@@ -382,8 +404,9 @@ def _estimate(
     method = quantization or str(quant.get("quant_method") or "").lower()
     linear_b, expert_b, quant_how = quant_bytes(quant, method, dt, fp8_marlin)
     mxfp4 = method == "mxfp4"
-    if marlin and mxfp4:
-        quant_how += ", padded for vLLM's Marlin MoE kernel (+ bf16 expert biases)"
+    padded = MXFP4_LAYOUTS.get(mxfp4_kernel) if mxfp4 else None
+    if padded is not None:
+        quant_how += padded[1]
     # Gemma and Gemma 2 share the embedding as the LM head whatever the config says: vLLM asserts
     # tie_word_embeddings and has no lm_head parameter (vllm==0.19.0: model_executor/models/
     # gemma2.py:391-392, logits from embed_tokens at :423; gemma.py:385-386)
@@ -402,11 +425,10 @@ def _estimate(
         # expert parallelism: whole experts, E / ep_size per rank (vllm==0.19.0: fused_moe/layer.py determine_expert_map)
         er = expert_ranks or tp
         exp_bytes = exp / er * expert_b
-        if marlin and mxfp4 and exp:
+        if padded is not None and exp:
             n_exp = _get(a, *EXPERT_KEYS)
             inter = _get(a, "moe_intermediate_size", "intermediate_size")
-            exp_bytes = marlin_mxfp4_expert_bytes(n_exp, h, inter, tp) if expert_ranks is None else (
-                marlin_mxfp4_expert_bytes(n_exp, h, inter, 1) / er)
+            exp_bytes = padded[0](n_exp, h, inter, tp) if expert_ranks is None else padded[0](n_exp, h, inter, 1) / er
         per_layer_bytes.append(rank_attn * linear_b + dense / tp * linear_b + exp_bytes + 2 * h * dt)
     embed = vocab * h
     total += embed + (0 if tied else embed)
