@@ -684,8 +684,12 @@ def test_gpt_oss_mxfp4_triton_layout_on_hopper() -> None:
     from kvcalc.core.weights import triton_mxfp4_expert_bytes
 
     assert triton_mxfp4_expert_bytes(128, 2880, 2880, 2) == 7_197_568 * 128
-    # the whole rank against real logs: gpt-oss-120b, TP 2 on H200, 0.15.1, "Using Triton backend" (held-out set 19:
-    # "Model loading took 32.98 GiB"), and gpt-oss-20b, TP 2 on H100, 0.19.0 (llm-d-planner: 7.01 GiB; 6.43 unpadded)
+    # the whole rank against real logs: gpt-oss-120b, TP 2 on H200, 0.15.1, "Using Triton backend"
+    # (tests/data/vllm-budget/set19-activate-rag-gptoss120b-h200-tp2-u0.85-0.15.1.log: "Model loading took 32.98 GiB"),
+    # and gpt-oss-20b, TP 2 on H100, 0.19.0 (llm-d-planner-openai-gpt-oss-20b--h100-80gb--tp2pp1dp1--8192.log: 7.01 GiB)
+    logs = DATA / "vllm-budget"
+    assert "Model loading took 32.98 GiB" in (logs / "set19-activate-rag-gptoss120b-h200-tp2-u0.85-0.15.1.log").read_text()
+    assert "Model loading took 7.01 GiB" in (logs / "llm-d-planner-openai-gpt-oss-20b--h100-80gb--tp2pp1dp1--8192.log").read_text()
     h200 = Settings().with_(gpu="H200", vllm_version="0.15.1", tp=2, gpu_memory_utilization=0.85, max_model_len=131072)
     assert predict(resolve("gpt-oss-120b").spec, h200, stage=None)[0]["weights"] / GIB == pytest.approx(32.98, abs=0.1)
     h100 = Settings().with_(gpu="H100-80GB", vllm_version="0.19.0", tp=2, gpu_memory_utilization=0.95, max_model_len=8192)
