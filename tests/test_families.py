@@ -201,3 +201,28 @@ def test_qwen3_5_ssm_dtype_that_names_no_dtype_is_refused(run, tmp_path):
     path.write_text(json.dumps(cfg))
     code, _, err = run("size", str(path), "--tokens", "10")
     assert code == 2 and "mamba_ssm_dtype" in err and "float32" in err and "Traceback" not in err
+
+
+def test_qwen3_5_gated_attention_and_vision_tower_in_the_weights():
+    """Qwen3.5/3.6's full-attention layers are Qwen3NextAttention, whose q projection also yields an output gate per
+    head (vllm==0.27.1: qwen3_next.py:263-272), and the checkpoint carries Qwen3-VL's vision tower, built unless every
+    image/video limit is 0 (qwen3_5.py:479-485). Qwen3.5-27B's vision_config (hidden 1152, 16 heads, MLP 4304, depth
+    27, patch 16 x 16 x 2 frames x 3 channels, 2304 positions, merge 2 x 2, out 5120, no deepstack) by hand at TP 1:
+    block 4 x 1152 (norms) + qkv 3 x 1152^2 + 3456 + proj 1152^2 + 1152 + fc1 1152 x 4304 + 4304 + fc2 4304 x 1152
+    + 1152 = 15,239,504, x 27 = 411,466,608; patch 1,769,472 + 1152; positions 2,654,208; merger 2 x 1152 +
+    4608^2 + 4608 + 4608 x 5120 + 5120 = 44,838,656: 460,730,096 parameters."""
+    from kvcalc.app.budget_check import predict
+    from kvcalc.app.settings import Settings
+    from kvcalc.core.weights import _layer_params, qwen3_vl_tower_params
+
+    spec = resolve("tests/data/vllm-budget/configs/qwen3.5-27b.json").spec
+    assert qwen3_vl_tower_params(spec.arch, 1) == 460_730_096
+    full = next(i for i, layer in enumerate(spec.layers) if layer.kind == "full")
+    attn = _layer_params(spec, spec.arch, spec.layers[full].layer, "full")[0]
+    assert attn == 5120 * 24 * 256 * 2 + 2 * 5120 * 4 * 256 + 24 * 256 * 5120
+    # a public vLLM 0.27.1 start of Qwen3.6-27B (the same text and vision shapes) at TP 2 on A100-80GB:
+    # "Model loading took 25.69 GiB" (24.58 without the gate and the tower)
+    log = (Path(__file__).parent / "data" / "vllm-budget" / "souspilot-qwen3.6-27b-a100x2-tp2-0.27.1.log").read_text()
+    assert "Model loading took 25.69 GiB" in log
+    s = Settings().with_(gpu="A100-80GB", vllm_version="0.27.1", tp=2, max_model_len=65536, gpu_memory_utilization=0.92)
+    assert abs(predict(spec, s)[0]["weights"] / 2**30 - 25.69) < 0.25

@@ -53,7 +53,7 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
         attn = q + h * (kv_lora + rope) + kv_lora * heads * (nope + v) + heads * v * h
     else:
         d = model.head_dim
-        attn = h * heads * d + 2 * h * model.num_kv_heads * d + heads * d * h
+        attn = h * heads * d * (1 + _output_gate(model, a)) + 2 * h * model.num_kv_heads * d + heads * d * h
     inter = _get(a, "intermediate_size", "ffn_dim", "d_ff", "n_inner", default=4 * h)
     # Llama 4's dense layers take intermediate_size_mlp (vllm==0.19.0: model_executor/models/llama4.py:356-363)
     dense_inter = _get(a, "intermediate_size_mlp", default=inter) if model.model_type in LLAMA4_TYPES else inter
@@ -82,6 +82,16 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
     shared_inter = _get(a, "shared_expert_intermediate_size", default=shared * moe_inter)
     dense = mlp_mult * h * shared_inter + h * experts
     return attn, dense, experts * mlp_mult * h * moe_inter
+
+
+GATED_ATTENTION_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
+
+
+def _output_gate(model: ModelSpec, a: dict) -> int:
+    """1 where the q projection also yields a sigmoid output gate per head: Qwen3NextAttention, which Qwen3-Next and
+    Qwen3.5/3.6 use, builds qkv_proj with heads x (1 + attn_output_gate), default True (vllm==0.27.1:
+    model_executor/models/qwen3_next.py:263-272; qwen3_5.py:150-157)."""
+    return int(model.model_type in GATED_ATTENTION_TYPES and a.get("attn_output_gate", True) is not False)
 
 
 def _gated(model: ModelSpec, a: dict) -> bool:
@@ -321,6 +331,30 @@ def gemma3_siglip_params(a: dict, text_hidden: int, tp: int) -> int:
     return layers * _vit_layer_params(h, heads, inter, tp) + embeddings + 2 * h + h * text_hidden + h
 
 
+def qwen3_vl_tower_params(a: dict, tp: int) -> int:
+    """Qwen3-VL's vision transformer on one TP rank, as Qwen3.5/3.6 and Qwen3-VL build it (vllm==0.27.1:
+    models/qwen3_vl.py:530-640; qwen3_5.py:479-485, skipped only when every image/video limit is 0): the patch
+    Conv3d with bias (:358-386) and the learned position table (nn.Embedding, whole); each of `depth` blocks as
+    _vit_layer_params (QKV and proj with biases, qwen2_5_vl.py:370-386; fc1/fc2 with biases; two LayerNorms);
+    the merger (:478-520): a LayerNorm over the vision width, fc1 (width x merge^2, output split) and fc2 (input
+    split, out_hidden_size), and one more such merger per deepstack index. 0 without a full vision_config."""
+    v, archs = a.get("vision_config"), a.get("wrapper_architectures")
+    if not isinstance(v, dict) or not isinstance(archs, list) or not any(str(x).startswith(("Qwen3_5", "Qwen3VL")) for x in archs):
+        return 0
+    keys = ("hidden_size", "intermediate_size", "num_heads", "depth", "patch_size", "out_hidden_size", "num_position_embeddings")
+    if not all(isinstance(v.get(k), int) and v[k] > 0 for k in keys):
+        return 0
+    h, out = _get(v, "hidden_size"), _get(v, "out_hidden_size")
+    hm = h * _get(v, "spatial_merge_size", default=2) ** 2
+    merger = hm * (hm // tp) + hm // tp + (hm // tp) * out + out
+    deep = v.get("deepstack_visual_indexes")
+    deep_n = len(deep) if isinstance(deep, list) else 0
+    patch = _get(v, "in_channels", default=3) * _get(v, "temporal_patch_size", default=2) * _get(v, "patch_size") ** 2 * h + h
+    embeddings = patch + _get(v, "num_position_embeddings") * h
+    layers = _get(v, "depth") * _vit_layer_params(h, _get(v, "num_heads"), _get(v, "intermediate_size"), tp)
+    return layers + embeddings + 2 * h + merger + deep_n * (2 * hm + merger)
+
+
 def _stage_extras(model: ModelSpec, a: dict, tp: int, dt: int) -> tuple[int, int, str]:
     """Bytes every PP stage holds besides its decoder layers (the RoPE table, Llama 4's vision tower,
     which vLLM builds on every rank: mllama4.py:758-770; LLaVA's CLIP tower, likewise: vllm==0.10.2
@@ -334,6 +368,7 @@ def _stage_extras(model: ModelSpec, a: dict, tp: int, dt: int) -> tuple[int, int
         ("vision tower", lambda t: llama4_vision_params(vision, h, t) if llama4 else 0),  # type: ignore[arg-type]
         ("SigLIP vision tower", lambda t: gemma3_siglip_params(a, h, t)),
         ("CLIP vision tower", lambda t: llava_clip_params(a, h, t)),
+        ("Qwen3-VL vision tower", lambda t: qwen3_vl_tower_params(a, t)),
     )
     for label, params in towers:
         tower = params(tp) * dt
