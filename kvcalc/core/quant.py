@@ -104,7 +104,7 @@ def mxfp4_kernel(line: RuleLine, sm: int) -> str:
 
 def mxfp4_marlin(line: RuleLine, sm: int) -> bool:
     """Whether a pip install of the release loads MXFP4 MoE experts through the Marlin kernel
-    (padded: kvcalc.core.weights.mxfp4_expert_bytes) on a GPU of compute capability ``sm``
+    (padded: kvcalc.core.weights.marlin_mxfp4_expert_bytes) on a GPU of compute capability ``sm``
     (0: unknown, no padding assumed). 0.10.1.x: torch 2.7.1 fails the >= 2.8.0 check, so every
     GPU but sm100 (vllm==0.10.1.1: mxfp4.py:123-135); 0.10.2-0.11.x: the optional triton_kernels
     package is absent, so Marlin on sm90 too (vllm==0.11.0: mxfp4.py:95-99); 0.12+: triton_kernels
