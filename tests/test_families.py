@@ -226,3 +226,22 @@ def test_qwen3_5_gated_attention_and_vision_tower_in_the_weights():
     assert "Model loading took 25.69 GiB" in log
     s = Settings().with_(gpu="A100-80GB", vllm_version="0.27.1", tp=2, max_model_len=65536, gpu_memory_utilization=0.92)
     assert abs(predict(spec, s)[0]["weights"] / 2**30 - 25.69) < 0.25
+
+
+def test_hybrid_pools_say_they_count_one_state_page_per_request(run_json):
+    """vLLM 0.15+ keeps prefix caching on for hybrid models and then holds 2 state pages a request for a gated
+    delta net ('align'). kvcalc counts one, and says so. A public 0.27.1 start of Qwen3.6-27B (the Qwen3.5-27B text
+    shapes; tests/data/vllm-budget/phivan3008-...log, prefix caching on, 'align') logs "GPU KV cache size: 292,522
+    tokens" for 41.03 GiB and 4096 tokens: per request 6 attention blocks of 784 + 3 GDN groups x 2 pages = 12 pages,
+    where one state page a request gives 9, so kvcalc's figure is 12 / 9 times vLLM's."""
+    config = "tests/data/vllm-budget/configs/qwen3.5-27b.json"
+    d = run_json("size", config, "--gpu", "H100-80GB", "--vllm-version", "0.27.1", "--max-model-len", "4096",
+                 "--kv-cache-memory", "41.03GiB", "--enforce-eager")
+    notes = " ".join(d["notes"])
+    assert "one state page per request" in notes and "'align'" in notes
+    log = (Path(__file__).parent / "data" / "vllm-budget" / "phivan3008-qwen3.6-27b-fp8-h100-eager-0.27.1.log").read_text()
+    assert "GPU KV cache size: 292,522 tokens" in log and "Mamba cache mode is set to 'align'" in log
+    assert d["pool"]["max_concurrency"] * 4096 * 9 // 12 == pytest.approx(292_522, abs=1)
+    older = run_json("size", config, "--gpu", "H100-80GB", "--vllm-version", "0.14.0", "--max-model-len", "4096",
+                     "--kv-cache-memory", "41.03GiB")
+    assert "one state page per request" not in " ".join(older["notes"])  # prefix caching off for GDN before 0.15

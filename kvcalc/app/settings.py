@@ -329,7 +329,7 @@ class Settings:
 
     # vLLM serve flags a pasted command line carries
     enable_prefix_caching: bool = setting(
-        False, "--enable-prefix-caching", help="vLLM flag: accepted, changes no pool size (see kvcalc lifecycle --prefix)",
+        False, "--enable-prefix-caching", help="vLLM flag: accepted, changes no pool size (see kvcalc lifecycle --prefix; hybrid models: the pool note)",
         kind=BOOL, panel=ENGINE, inert=True,
     )
     trust_remote_code: bool = setting(
