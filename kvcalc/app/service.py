@@ -16,7 +16,7 @@ from kvcalc.core.memo import Memo
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
 from kvcalc.core.record import record, replace
-from kvcalc.core.vllm_rules import RuleLine, parse_release, rules_for
+from kvcalc.core.vllm_rules import RuleLine, parse_release, prefix_cached_state, rules_for
 from kvcalc.errors import ConfigError, KvcalcError, PlanError, named
 from kvcalc.words import plural
 
@@ -345,19 +345,13 @@ def _pool_and_notes(model: ModelSpec, s: Settings, setup: _Setup, checkpoint: di
                                    setup.rules)
             pool = pool_report(model, setup.plan, setup.cache, inputs)
             notes.extend(n for n in pool.notes if n not in notes)
-            if "mamba" in model.kinds and parse_release(setup.version) >= (
-                    PREFIX_CACHED_STATE if model.model_type in MAMBA_PREFIX_CACHING else PREFIX_CACHED_ALL_HYBRIDS):
+            if "mamba" in model.kinds and prefix_cached_state(parse_release(setup.version), model.model_type):
                 notes.append(HYBRID_PREFIX_NOTE)
     return pool, (*notes, *flag_notes(s))
 
 
-# From 0.12 vLLM keeps its default prefix caching on for hybrid models (0.12-0.14 only those that declare
-# SupportsMambaPrefixCaching; from 0.15 all), and a request then holds more state pages than one: mamba_cache_mode
-# 'align' (2 + speculative) or 'all' (one per block of the context) (vllm==0.27.1: model_executor/models/config.py
-# MambaModelConfig, v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes; 0.14.0: config.py:333-352).
-# kvcalc counts one page a request ('none'); the release-by-release rule is not modelled yet.
-PREFIX_CACHED_STATE, PREFIX_CACHED_ALL_HYBRIDS = (0, 12, 0), (0, 15, 0)
-MAMBA_PREFIX_CACHING = frozenset({"granitemoehybrid", "jamba"})  # SupportsMambaPrefixCaching among kvcalc's families
+# kvcalc counts one state page a request ('none'); vLLM's default prefix caching holds more where
+# vllm_rules.prefix_cached_state says so (the release-by-release page count is not modelled yet)
 HYBRID_PREFIX_NOTE = (
     "blocks per request and concurrency count one state page per request (vLLM's mamba_cache_mode 'none', as with "
     "--no-enable-prefix-caching); with its default prefix caching vLLM holds 2 state pages per request ('align') "
