@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -228,20 +229,88 @@ def test_qwen3_5_gated_attention_and_vision_tower_in_the_weights():
     assert abs(predict(spec, s)[0]["weights"] / 2**30 - 25.69) < 0.25
 
 
-def test_hybrid_pools_say_they_count_one_state_page_per_request(run_json):
-    """vLLM 0.15+ keeps prefix caching on for hybrid models and then holds 2 state pages a request for a gated
-    delta net ('align'). kvcalc counts one, and says so. A public 0.27.1 start of Qwen3.6-27B (the Qwen3.5-27B text
-    shapes; tests/data/vllm-budget/phivan3008-...log, prefix caching on, 'align') logs "GPU KV cache size: 292,522
-    tokens" for 41.03 GiB and 4096 tokens: per request 6 attention blocks of 784 + 3 GDN groups x 2 pages = 12 pages,
-    where one state page a request gives 9, so kvcalc's figure is 12 / 9 times vLLM's."""
+def test_hybrid_prefix_caching_state_pages_match_a_real_log(run_json):
+    """With prefix caching on, vLLM 0.15+ holds 2 state pages a request for a gated delta net (mamba_cache_mode
+    'align'). A public 0.27.1 start of Qwen3.6-27B (the Qwen3.5-27B text shapes; tests/data/vllm-budget/phivan3008-
+    ...log, --enable-prefix-caching given, 'align') logs "GPU KV cache size: 292,522 tokens" and "Maximum concurrency
+    for 4,096 tokens per request: 71.42x" for 41.03 GiB: per request 6 attention blocks of 784 tokens (cdiv(4096,
+    784)) + 3 GDN groups x 2 pages = 12 pages. By hand: a page of 784 x 4096 B = 3,211,264 B per layer, 16 layers a
+    group (64 layers: 16 full-attention, 48 GDN in 3 groups of 16): 51,380,224 B a block; 41.03 GiB // that = 857
+    blocks; 857 / 12 = 71.42x, int(857 / 12 x 4096) = 292,522 tokens."""
     config = "tests/data/vllm-budget/configs/qwen3.5-27b.json"
-    d = run_json("size", config, "--gpu", "H100-80GB", "--vllm-version", "0.27.1", "--max-model-len", "4096",
-                 "--kv-cache-memory", "41.03GiB", "--enforce-eager")
-    notes = " ".join(d["notes"])
-    assert "one state page per request" in notes and "'align'" in notes
     log = (Path(__file__).parent / "data" / "vllm-budget" / "phivan3008-qwen3.6-27b-fp8-h100-eager-0.27.1.log").read_text()
     assert "GPU KV cache size: 292,522 tokens" in log and "Mamba cache mode is set to 'align'" in log
-    assert d["pool"]["max_concurrency"] * 4096 * 9 // 12 == pytest.approx(292_522, abs=1)
-    older = run_json("size", config, "--gpu", "H100-80GB", "--vllm-version", "0.14.0", "--max-model-len", "4096",
-                     "--kv-cache-memory", "41.03GiB")
-    assert "one state page per request" not in " ".join(older["notes"])  # prefix caching off for GDN before 0.15
+    assert "'enable_prefix_caching': True" in log and "Maximum concurrency for 4,096 tokens per request: 71.42x" in log
+    assert int(41.03 * 2**30) // (784 * 4096 * 16) == 857 and int(857 / 12 * 4096) == 292_522
+    base = ("size", config, "--gpu", "H100-80GB", "--vllm-version", "0.27.1", "--max-model-len", "4096",
+            "--kv-cache-memory", "41.03GiB", "--enforce-eager")
+    on = run_json(*base, "--enable-prefix-caching")
+    assert on["pool"]["kv_cache_size_tokens"] == 292_522
+    assert round(on["pool"]["max_concurrency"], 2) == 71.42
+    assert any("2 state pages per request" in n and "'align'" in n for n in on["notes"])
+    # 0.27's default for a hybrid is prefix caching off: one page a request, 857 / 9 requests
+    off = run_json(*base)
+    assert off["pool"]["max_concurrency"] == pytest.approx(857 / 9)
+    assert any("1 state page per request" in n and "off" in n for n in off["notes"])
+    # the same with the flag spelled off, and with the mode forced to 'none'
+    assert run_json(*base, "--no-enable-prefix-caching")["pool"]["max_concurrency"] == pytest.approx(857 / 9)
+    forced = run_json(*base, "--enable-prefix-caching", "--mamba-cache-mode", "none")
+    assert forced["pool"]["max_concurrency"] == pytest.approx(857 / 9)
+
+
+@pytest.mark.parametrize(
+    ("version", "flags", "pages"),
+    [
+        ("0.11.0", ("--enable-prefix-caching",), 1),  # vLLM turns it off for every hybrid (models/config.py:294-297)
+        ("0.14.0", ("--enable-prefix-caching",), 1),  # kept only for SupportsMambaPrefixCaching (not Qwen3.5)
+        ("0.25.0", (), 1),  # off by default for hybrids up to 0.27
+        ("0.25.0", ("--enable-prefix-caching",), 2),  # 'align' for a gated delta net
+        ("0.28.0", (), 2),  # on by default from 0.28: 'align'
+        ("0.28.0", ("--mamba-cache-mode", "all"), 2),  # 'all' falls back to 'align' without SupportsMambaPrefixCaching
+        ("0.32.0", (), 2),  # no prefill checkpoint for a GDN in 0.32
+    ],
+)
+def test_gdn_state_pages_per_release(run_json, version, flags, pages):
+    """State pages per request of Qwen3.5-27B (48 GDN layers in 3 groups, 16 full-attention layers), 4096 tokens:
+    the concurrency is blocks / (cdiv(4096, 784) attention blocks + 3 x pages)."""
+    d = run_json("size", "tests/data/vllm-budget/configs/qwen3.5-27b.json", "--gpu", "A100-80GB", "--vllm-version", version,
+                 "--max-model-len", "4096", "--kv-cache-memory", "41.03GiB", *flags)
+    blocks = int(41.03 * 2**30) // (784 * 4096 * 16)
+    assert d["pool"]["max_concurrency"] == pytest.approx(blocks / (6 + 3 * pages))
+
+
+def test_gdn_prefill_checkpoint_on_hopper_in_0_33(run_json):
+    """vLLM 0.33 runs a gated delta net's prefill with FlashInfer on Hopper and then keeps one prefill-checkpoint
+    page per request besides 'align''s two, with the attention block a multiple of 64 (vllm==0.33.0:
+    qwen_gdn_linear_attn.py:691-699, :739-760; gdn_attn.py:34; platforms/interface.py:1088-1093): the page of
+    3,207,168 B needs cdiv(3,207,168, 64 x 4096) = 13 x 64 = 832 tokens, not 784. On an A100 neither applies."""
+    base = ("size", "tests/data/vllm-budget/configs/qwen3.5-27b.json", "--vllm-version", "0.33.0", "--max-model-len",
+            "4096", "--kv-cache-memory", "41.03GiB")
+    h100 = run_json(*base, "--gpu", "H100-80GB")
+    assert h100["block_size"] == 832
+    blocks = int(41.03 * 2**30) // (832 * 4096 * 16)
+    assert h100["pool"]["max_concurrency"] == pytest.approx(blocks / (5 + 3 * 3))
+    a100 = run_json(*base, "--gpu", "A100-80GB")
+    assert a100["block_size"] == 784
+    assert a100["pool"]["max_concurrency"] == pytest.approx((int(41.03 * 2**30) // (784 * 4096 * 16)) / (6 + 3 * 2))
+
+
+def test_mamba_cache_mode_refused_where_vllm_has_none(run):
+    config = "tests/data/vllm-budget/configs/qwen3.5-27b.json"
+    code, _, err = run("size", config, "--vllm-version", "0.14.0", "--mamba-cache-mode", "align", "--kv-cache-memory", "40GiB")
+    assert code == 2 and "--mamba-cache-mode" in err and "0.15.0" in err and "Traceback" not in err
+    code, _, err = run("size", config, "--vllm-version", "0.33.0", "--mamba-cache-mode", "all", "--kv-cache-memory", "40GiB")
+    assert code == 2 and "--mamba-cache-mode" in err and "none, align" in err
+    code, _, err = run("size", config, "--mamba-cache-mode", "most", "--kv-cache-memory", "40GiB")
+    assert code == 2 and "--mamba-cache-mode" in err and "valid" in err
+
+
+def test_probe_reads_prefix_caching_from_a_hybrid_log(run_json):
+    """`probe --from-vllm-log` reads enable_prefix_caching from the log (the phivan3008 0.27.1 Qwen3.6 start gives it)
+    and so predicts the logged 292,522 tokens; the weight prefetcher's "block_size=16777216 bytes" is not the
+    cache's block size."""
+    d = run_json("probe", "tests/data/vllm-budget/configs/qwen3.5-27b.json", "--from-vllm-log",
+                 "tests/data/vllm-budget/phivan3008-qwen3.6-27b-fp8-h100-eager-0.27.1.log")
+    text = json.dumps(d)
+    assert "enable_prefix_caching True read from the log" in text and "block_size 16777216" not in text
+    assert d["verdict"] == "agree" and d["exit_code"] == 0

@@ -70,7 +70,7 @@ def test_mistral_window_versions(run_json):
 def test_hybrid_mamba_jamba(run_json):
     # attention 8 x 128 x 2 x 2 B = 4096 B per layer-token; mamba1 state at TP 1:
     # conv 8192 x 3 x 2 B + ssm 8192 x 16 x 2 B = 311296 B -> block 16 x cdiv(311296, 16 x 4096) = 80
-    p = pool(run_json, "jamba", "--kv-cache-memory", "10GiB", "--max-model-len", "262144")
+    p = pool(run_json, "jamba", "--kv-cache-memory", "10GiB", "--max-model-len", "262144", "--no-enable-prefix-caching")
     assert p["block_size"] == 80
     page = 80 * 4096  # the mamba page is padded to it
     # 28 mamba + 4 attention layers -> group size 4: 7 mamba groups + 1 attention group
@@ -79,11 +79,21 @@ def test_hybrid_mamba_jamba(run_json):
     assert p["num_blocks"] == 10 * GIB // (4 * page) == 8192
     assert p["blocks_per_request"] == math.ceil(262144 / 80) + 7 * 1
     assert p["max_concurrency"] == 8192 / (3277 + 7)
+    # vLLM 0.28+ turns prefix caching on for hybrids by default: 'align', 2 state pages a request (0.33: Mamba-1
+    # mixers export no prefill checkpoint)
+    on = pool(run_json, "jamba", "--kv-cache-memory", "10GiB", "--max-model-len", "262144")
+    assert on["block_size"] == 80 and on["blocks_per_request"] == math.ceil(262144 / 80) + 7 * 2
+    # 0.25 with prefix caching asked: Jamba declares SupportsMambaPrefixCaching, so 'all': the block is a multiple
+    # of lcm(vLLM's chunk for a Mamba-1 model, 2048, 16) = 2048 that holds a state page (311296 / 4096 = 76 tokens:
+    # 2048), and a request holds one state page per block: cdiv(262144, 2048) = 128 in each of the 8 groups
+    old = pool(run_json, "jamba", "--kv-cache-memory", "10GiB", "--max-model-len", "262144", "--vllm-version", "0.25.0",
+               "--enable-prefix-caching")
+    assert old["block_size"] == 2048 and old["blocks_per_request"] == 8 * 128
 
 
 def test_qwen3_next_rules_example(run_json):
     # vLLM's hybrid page unification (docs/vllm-releases.md): block 544, 12 x 1114112 per block, 803 blocks, 10.16x at 40960
-    p = pool(run_json, "qwen3-next", "--kv-cache-memory", "10GiB", "--max-model-len", "40960")
+    p = pool(run_json, "qwen3-next", "--kv-cache-memory", "10GiB", "--max-model-len", "40960", "--no-enable-prefix-caching")
     assert p["block_size"] == 544 and p["bytes_per_block"] == 12 * 1114112
     assert p["num_blocks"] == 803
     assert round(p["max_concurrency"], 2) == 10.16

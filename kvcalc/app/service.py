@@ -9,6 +9,7 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any
 
+from kvcalc.app.mamba_state import mamba_fields
 from kvcalc.app.settings import INERT, MAX_REQUESTS, TABLE, TRAFFIC_SETTINGS, Settings, check_bounds
 from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype, stage_layout
@@ -16,7 +17,7 @@ from kvcalc.core.memo import Memo
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
 from kvcalc.core.record import record, replace
-from kvcalc.core.vllm_rules import RuleLine, parse_release, prefix_cached_state, rules_for
+from kvcalc.core.vllm_rules import RuleLine, rules_for
 from kvcalc.errors import ConfigError, KvcalcError, PlanError, named
 from kvcalc.words import plural
 
@@ -157,11 +158,13 @@ def cache_settings(model: ModelSpec, s: Settings, *, block_size: int) -> CacheSe
             f"{named('kv_dtype')} {kv.name} with model dtype {mdt}: vLLM {rules.label} refuses it: "
             f'kv_cache_dtype="{kv.name}" is incompatible with dtype="{mdt}". Please set `--kv-cache-dtype` to {allowed}.'
         )
+    state, _ = mamba_fields(model, s, str(s.vllm_version).strip())
     return CacheSettings(
         kv_dtype=kv,
         block_size=block_size,
         mamba_dtype_bytes=MODEL_DTYPES[mdt],
         mamba_ssm_dtype_bytes=MODEL_DTYPES[ssm_state_dtype(model, mdt)],
+        **state,
     )
 
 
@@ -345,18 +348,10 @@ def _pool_and_notes(model: ModelSpec, s: Settings, setup: _Setup, checkpoint: di
                                    setup.rules)
             pool = pool_report(model, setup.plan, setup.cache, inputs)
             notes.extend(n for n in pool.notes if n not in notes)
-            if "mamba" in model.kinds and prefix_cached_state(parse_release(setup.version), model.model_type):
-                notes.append(HYBRID_PREFIX_NOTE)
+            state_note = mamba_fields(model, s, setup.version)[1]
+            if state_note:
+                notes.append(state_note)
     return pool, (*notes, *flag_notes(s))
-
-
-# kvcalc counts one state page a request ('none'); vLLM's default prefix caching holds more where
-# vllm_rules.prefix_cached_state says so (the release-by-release page count is not modelled yet)
-HYBRID_PREFIX_NOTE = (
-    "blocks per request and concurrency count one state page per request (vLLM's mamba_cache_mode 'none', as with "
-    "--no-enable-prefix-caching); with its default prefix caching vLLM holds 2 state pages per request ('align') "
-    "or one per block ('all'), so it fits fewer requests"
-)
 
 
 def _evaluate_sglang(

@@ -327,11 +327,18 @@ class Settings:
         panel=ENGINE,
     )
 
-    # vLLM serve flags a pasted command line carries
-    enable_prefix_caching: bool = setting(
-        False, "--enable-prefix-caching", help="vLLM flag: accepted, changes no pool size (see kvcalc lifecycle --prefix; hybrid models: the pool note)",
-        kind=BOOL, panel=ENGINE, inert=True,
+    enable_prefix_caching: bool | None = setting(
+        None, "--enable-prefix-caching",
+        help="vLLM prefix caching (default: the release's; for hybrid models off up to 0.27, on from 0.28): how many "
+        "state pages a hybrid model's request holds; no pool size changes otherwise (see kvcalc lifecycle --prefix)",
+        kind=BOOL, panel=ENGINE,
     )
+    mamba_cache_mode: str | None = setting(
+        None, "--mamba-cache-mode",
+        help="vLLM 0.15+, hybrid models with prefix caching: auto (vLLM's pick) | none | align | all (to 0.31)",
+        kind=TEXT, panel=ENGINE,
+    )
+    # vLLM serve flags a pasted command line carries
     trust_remote_code: bool = setting(
         False, "--trust-remote-code", help="vLLM flag: accepted; kvcalc reads config.json as data, never runs its code",
         kind=BOOL, panel=MODEL, inert=True,

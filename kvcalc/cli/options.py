@@ -52,6 +52,8 @@ def _option(f: SettingField, *, as_list: bool, unset: bool = False) -> TyperOpti
         help_text, default = f.help, f.default
     switch = f.kind == BOOL and not as_list  # a switch: --continuation (no --no-continuation)
     flags = (f.flag,) if switch else f.flags
+    if switch and f.default is None:  # on, off or the engine's default: --enable-prefix-caching/--no-enable-prefix-caching
+        flags = (f"{f.flag}/--no-{f.flag[2:]}",)
     return TyperOption(
         param_decls=[f.name, *flags],
         type=None if switch else _click_type(python_type),
@@ -106,7 +108,9 @@ def command(
             if sweep:
                 kw["sweeps"] = {n: values.pop(n) for n in swept}
             if "given" in own.parameters:
-                kw["given"] = frozenset(n for n, v in values.items() if v is not None and v is not False)
+                kw["given"] = frozenset(
+                    n for n, v in values.items() if v is not None and not (v is False and TABLE[n].default is False)
+                )
             kw["settings"] = Settings(**{n: v for n, v in values.items() if not (n in unset and v is None)})
             return fn(**kw)
 

@@ -36,6 +36,11 @@ class CacheSettings:
     mamba_dtype_bytes: int = 2  # conv state: the model dtype unless --mamba-cache-dtype
     mamba_ssm_dtype_bytes: int = 2  # temporal state: auto = the conv dtype
     num_speculative_blocks: int = 0
+    # vLLM's mamba_cache_mode and its prefill-checkpoint pages (kvcalc.core.mamba_cache)
+    mamba_cache_mode: str = "none"
+    mamba_checkpoint_blocks: int = 0
+    mamba_checkpoint_alignment: int = 1
+    mamba_all_adds_speculative: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.block_size, int) or self.block_size < 1:
@@ -74,7 +79,11 @@ def layer_spec(layer: LayerArch, tp: int, cache: CacheSettings) -> CacheSpec:
                 shape[t.split_dim] //= tp
             nbytes = cache.mamba_dtype_bytes if t.role == "conv" else cache.mamba_ssm_dtype_bytes
             tensors.append(StateTensor(tuple(shape), nbytes))
-        return MambaSpec(block_size=bs, tensors=tuple(tensors), num_speculative_blocks=cache.num_speculative_blocks)
+        return MambaSpec(
+            block_size=bs, tensors=tuple(tensors), num_speculative_blocks=cache.num_speculative_blocks,
+            cache_mode=cache.mamba_cache_mode, checkpoint_blocks=cache.mamba_checkpoint_blocks,
+            all_adds_speculative=cache.mamba_all_adds_speculative,
+        )
     if layer.kind == "mla":
         return MLASpec(
             block_size=bs,

@@ -10,12 +10,14 @@ applied in core/pool_rules.py. Pure: no I/O.
 from __future__ import annotations
 
 from functools import lru_cache
+from math import lcm
 from typing import Any
 
 from kvcalc.core import pool_rules as PR
 from kvcalc.core import vllm_rules as R
 from kvcalc.core.footprint import CacheSettings, stage_specs
 from kvcalc.core.grouping import Group, _promote_local, _unify_page_size, group_layers
+from kvcalc.core.mamba_cache import chunk_size
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.record import field, record, replace
@@ -40,7 +42,11 @@ def hybrid_block_size(model: ModelSpec, tp: int, cache: CacheSettings, rules: R.
     Example (Qwen3-Next, TP 1, bf16): mamba page 1097728 B, attention 2048 B/token ->
     16 * cdiv(1097728, 32768) = 16 * 34 = 544 tokens; the mamba page is padded to 544 * 2048.
     Per release (``RuleLine.mamba_align``): align 16 up to 0.19.x, max(16, block size) from
-    0.20.0, MLA hybrids at least 128 from 0.27.0; no V1 mamba support before 0.10.0.
+    0.20.0, MLA hybrids at least 128 from 0.27.0; no V1 mamba support before 0.10.0. With
+    ``mamba_cache_mode`` 'all' the block is a multiple of lcm(the Mamba kernel's chunk, align)
+    instead, ``chunk * cdiv(cdiv(mamba_page, attn_bytes_per_token), chunk)`` (vllm==0.15.1:
+    models/config.py:466-487; vllm==0.20.0: platforms/interface.py, the same); in 'align' with
+    prefill checkpoints (0.33) align is also a multiple of their alignment (interface.py:1088-1093).
     """
     from kvcalc.core.footprint import layer_spec
 
@@ -61,7 +67,12 @@ def hybrid_block_size(model: ModelSpec, tp: int, cache: CacheSettings, rules: R.
     align = 16 if rules.mamba_align == R.MAMBA_16 else max(16, cache.block_size)
     if model.mla and rules.mamba_align == R.MAMBA_MLA128:
         align = max(align, 128)
-    bs = align * cdiv(mamba_page, align * attn_1tok)
+    if cache.mamba_cache_mode == "all":
+        chunk = lcm(chunk_size(model.arch), align)
+        bs = chunk * cdiv(cdiv(mamba_page, attn_1tok), chunk)
+    else:
+        align = lcm(align, cache.mamba_checkpoint_alignment)
+        bs = align * cdiv(mamba_page, align * attn_1tok)
     bs = 16 * cdiv(bs, 16)
     bs = max(bs, cache.block_size)
     padded = bs * attn_1tok

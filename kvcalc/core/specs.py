@@ -256,13 +256,18 @@ class StateTensor:
 @record
 class MambaSpec:
     """Per-request recurrent state (Mamba, GDN, linear attention): a fixed number of
-    bytes per request, whatever its length (vLLM ``MambaSpec``, ``mamba_cache_mode``
-    "none"): one page, plus one per speculative block."""
+    pages per request, whatever its length, as vLLM's ``MambaSpec.max_memory_usage_bytes``
+    counts them for its ``mamba_cache_mode`` (kvcalc.core.mamba_cache): 'none' one page,
+    'align' 2 (+ prefill-checkpoint pages), 'all' one per block of the context; each plus
+    one per speculative block."""
 
     block_size: int
     tensors: tuple[StateTensor, ...]
     page_size_padded: int = 0
     num_speculative_blocks: int = 0
+    cache_mode: str = "none"
+    checkpoint_blocks: int = 0
+    all_adds_speculative: bool = False
 
     kind = "mamba"
     bytes_per_token = 0
@@ -280,20 +285,30 @@ class MambaSpec:
     def state_bytes(self) -> int:
         return self.real_page_size_bytes * (1 + self.num_speculative_blocks)
 
+    def pages(self, tokens: int) -> int:
+        """State pages one request of ``tokens`` holds."""
+        if self.cache_mode == "align":
+            return 2 + self.num_speculative_blocks + self.checkpoint_blocks
+        if self.cache_mode == "all":
+            return cdiv(tokens, self.block_size) + (self.num_speculative_blocks if self.all_adds_speculative else 0)
+        return 1 + self.num_speculative_blocks
+
     def effective_bytes(self, tokens: int) -> int:
         return self.state_bytes if tokens else 0
 
     def block_rounded_bytes(self, tokens: int) -> int:
-        return self.state_bytes if tokens else 0
+        if self.cache_mode == "none":
+            return self.state_bytes if tokens else 0
+        return self.real_page_size_bytes * self.pages(tokens) if tokens else 0
 
     def max_memory_usage_bytes(self, max_model_len: int, in_flight_tokens: int) -> int:
-        return self.page_size_bytes * (1 + self.num_speculative_blocks)
+        return self.page_size_bytes * self.pages(max_model_len)
 
     def held_tokens(self, tokens: int) -> int:
         return 0
 
     def held_blocks(self, tokens: int) -> int:
-        return (1 + self.num_speculative_blocks) if tokens else 0
+        return self.pages(tokens) if tokens else 0
 
     def with_block_size(self, block_size: int) -> MambaSpec:
         return replace(self, block_size=block_size)
@@ -303,5 +318,5 @@ class MambaSpec:
 
     @property
     def type_key(self) -> tuple:
-        return (self.kind, self.num_speculative_blocks)
+        return (self.kind, self.num_speculative_blocks, self.cache_mode, self.checkpoint_blocks)
 

@@ -421,25 +421,6 @@ def parse_release(text: str) -> Release:
     return release
 
 
-# Where vLLM's default prefix caching stays on for a hybrid model, so a request holds more state pages than one:
-# mamba_cache_mode 'align' (2 + speculative) or 'all' (one per block of the context). From 0.12 for the model types
-# that declare SupportsMambaPrefixCaching, from 0.15 for every hybrid (vllm==0.14.0: model_executor/models/config.py:
-# 333-352; vllm==0.27.1: MambaModelConfig, v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes;
-# docs/vllm-releases.md section 7). Kept apart from the rule lines, whose 0.14-0.16 line this boundary splits.
-PREFIX_CACHED_STATE: tuple[tuple[Release, frozenset[str] | None], ...] = (
-    ((0, 15, 0), None),  # every hybrid
-    ((0, 12, 0), frozenset({"granitemoehybrid", "jamba"})),  # SupportsMambaPrefixCaching among kvcalc's families
-)
-
-
-def prefix_cached_state(release: Release, model_type: str) -> bool:
-    """Whether vLLM ``release`` keeps prefix caching on for a hybrid model of ``model_type`` by default."""
-    for first, types in PREFIX_CACHED_STATE:
-        if _pad(release) >= first:
-            return types is None or model_type in types
-    return False
-
-
 def _pad(r: Release) -> Release:
     return tuple(r) + (0,) * (4 - len(r))
 

@@ -40,7 +40,11 @@ SETTINGS: dict[str, re.Pattern[str]] = {
     "max_num_seqs": re.compile(r"max_num_seqs['\"]?\s*[:=]\s*(\d+)"),
     "max_num_batched_tokens": re.compile(r"max_num_batched_tokens['\"]?\s*[:=]\s*(\d+)"),
     "enforce_eager": re.compile(r"enforce_eager['\"]?\s*[:=]\s*(True|False)"),
+    # a hybrid model's state pages depend on both (kvcalc.core.mamba_cache)
+    "enable_prefix_caching": re.compile(r"enable_prefix_caching['\"]?\s*[:=]\s*(True|False)"),
+    "mamba_cache_mode": re.compile(r"mamba_cache_mode['\"]?\s*[:=]\s*['\"]?(none|align|all)\b"),
 }
+_BOOLS = ("enforce_eager", "enable_prefix_caching")
 FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
 # the torch.compile cache's state, as vLLM logs it at INFO: a cold compile ("Compiling a graph for compile range
 # %s takes %.2f s", "saved AOT compiled function"; vllm==0.29.0: compilation/backends.py:393-397, decorators.py:719)
@@ -64,7 +68,12 @@ def parse_budget(text: str) -> tuple[dict[str, float], dict[str, Any]]:
         m = rx.search(text)
         if m:
             v = m.group(1)
-            settings[key] = v == "True" if key == "enforce_eager" else (float(v) if "." in v else int(v))
+            if key in _BOOLS:
+                settings[key] = v == "True"
+            elif key == "mamba_cache_mode":
+                settings[key] = v
+            else:
+                settings[key] = float(v) if "." in v else int(v)
     if FLASHINFER_SAMPLER.search(text):
         settings["sampler"] = "flashinfer"
     if COMPILE_WARM.search(text):
@@ -85,7 +94,8 @@ def budget_rows(model: Any, settings: Any, path: str, checkpoint: dict | None = 
     figures, logged_settings = parse_budget(text)
     if "available_kv_gib" not in figures:
         return [], []
-    changes = {k: v for k, v in logged_settings.items() if getattr(settings, k, None) in (None, False)}
+    changes = {k: v for k, v in logged_settings.items()
+               if getattr(settings, k, None) is None or (k == "enforce_eager" and not settings.enforce_eager)}
     if "total_gib" in figures and settings.gpu_memory is None:
         changes["gpu_memory"] = f"{figures['total_gib']}GiB"
     s = settings.with_(**changes)

@@ -244,7 +244,8 @@ def _settings_from_log(log: VllmLog, settings: Any, version: str, given: dict[st
         notes.append("max_num_batched_tokens is not in the log: kvcalc's default for an unknown GPU (2048) is used; "
                      "sliding-window, chunked-local and cross-attention reservations depend on it "
                      "(give --max-num-batched-tokens)")
-    for key in ("tp", "pp", "kv_dtype", "max_num_batched_tokens", "block_size", "dtype", "num_gpu_blocks_override"):
+    for key in ("tp", "pp", "kv_dtype", "max_num_batched_tokens", "block_size", "dtype", "num_gpu_blocks_override",
+                "enable_prefix_caching", "mamba_cache_mode"):
         value = log.settings.get(key)
         if value is None or value == "auto" or given.get(key) or (key not in given and getattr(settings, key) is not None):
             continue

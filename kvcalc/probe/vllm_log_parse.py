@@ -65,6 +65,9 @@ KEYS = {  # setting -> (key in args/config lines, CLI flags)
     "gpu_memory_utilization": ("gpu_memory_utilization", ("--gpu-memory-utilization",)),
     "max_model_len": ("max_model_len", ("--max-model-len",)),
     "num_gpu_blocks_override": ("num_gpu_blocks_override", ("--num-gpu-blocks-override",)),
+    # a hybrid model's state pages per request depend on these two (kvcalc.core.mamba_cache)
+    "enable_prefix_caching": ("enable_prefix_caching", ()),
+    "mamba_cache_mode": ("mamba_cache_mode", ("--mamba-cache-mode",)),
 }
 INTS = {"tp", "pp", "max_num_batched_tokens", "block_size", "max_model_len", "num_gpu_blocks_override"}
 # the line of vLLM's "KV cache size" logger call in kv_cache_utils.py -> the release it was read in
@@ -225,8 +228,11 @@ def _settings(line: str, found: dict[str, Any]) -> None:
         if key in args:
             value = args[key]
         else:
-            m = re.search(r"\b" + key + r"['\"]?\s*[=:]\s*['\"]?([A-Za-z0-9_]+(?:\.\d+)?)", line)
-            if m:
+            # the engine-config line prints the model dtype as torch.bfloat16
+            torch_prefix = r"(?:torch\.)?" if key == "dtype" else ""
+            m = re.search(r"\b" + key + r"['\"]?\s*[=:]\s*['\"]?" + torch_prefix + r"([A-Za-z0-9_]+(?:\.\d+)?)", line)
+            # a size in bytes is not the setting (0.27's weight prefetch logs "block_size=16777216 bytes")
+            if m and not line[m.end():].lstrip().startswith("bytes"):
                 value = m.group(1)
             for flag in flags:
                 f = re.search(r"(?:^|\s)" + re.escape(flag) + r"(?:\s+|=)([A-Za-z0-9_]+(?:\.\d+)?)", line)
@@ -236,6 +242,10 @@ def _settings(line: str, found: dict[str, Any]) -> None:
             continue
         if name in INTS:
             value = _human_int(str(value))
+        elif name == "enable_prefix_caching":
+            value = {"True": True, "False": False}.get(str(value))
+        elif name == "mamba_cache_mode":
+            value = str(value) if str(value) in ("none", "align", "all") else None
         elif name == "gpu_memory_utilization":
             try:
                 value = float(value)

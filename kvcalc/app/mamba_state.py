@@ -1,0 +1,67 @@
+"""Settings -> how vLLM holds a hybrid model's recurrent state (prefix caching, ``mamba_cache_mode``): the
+CacheSettings fields kvcalc.core.mamba_cache derives, and the note that says what the pool counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcalc.app.settings import Settings
+from kvcalc.core.mamba_cache import GDN, MODES, mamba_cache, mixer_of
+from kvcalc.core.model import ModelSpec
+from kvcalc.core.vllm_rules import parse_release
+from kvcalc.errors import PlanError, named
+
+# vLLM 0.33 runs a gated delta net's prefill with FlashInfer on Hopper (sm90); on Blackwell only with CUDA >= 13
+# and key heads of 128 (vllm==0.33.0: layers/mamba/gdn/qwen_gdn_linear_attn.py:158-164), which kvcalc cannot see
+FLASHINFER_GDN_SM = frozenset({90})
+
+
+def _mode(s: Settings) -> str | None:
+    if s.mamba_cache_mode is None or str(s.mamba_cache_mode).strip().lower() == "auto":
+        return None
+    mode = str(s.mamba_cache_mode).strip().lower()
+    if mode not in MODES:
+        raise PlanError(f"{named('mamba_cache_mode')} {s.mamba_cache_mode!r} is not known; valid: auto, {', '.join(MODES)}")
+    return mode
+
+
+def _sm(s: Settings) -> int:
+    if s.gpu is None:
+        return 0
+    from kvcalc.core.gpus import find_gpu, is_auto
+
+    return 0 if is_auto(s.gpu) else find_gpu(s.gpu).sm
+
+
+def mamba_fields(model: ModelSpec, s: Settings, version: str) -> tuple[dict[str, Any], str | None]:
+    """The CacheSettings fields of vLLM's state mode for ``model`` (none for a model without state layers, or
+    for SGLang) and the pool note that names it."""
+    mode = _mode(s)
+    if "mamba" not in model.kinds or str(s.engine).strip().lower() != "vllm":
+        return {}, None
+    mixer = mixer_of(model.model_type)
+    sm = _sm(s)
+    try:
+        mc = mamba_cache(parse_release(version), model.model_type, mixer, prefix_caching=s.enable_prefix_caching,
+                         mode=mode, flashinfer_gdn=sm in FLASHINFER_GDN_SM)
+    except ValueError as exc:
+        valid = exc.args[0]
+        if not valid:
+            raise PlanError(
+                f"{named('mamba_cache_mode')}: vLLM {version} has no mamba_cache_mode (0.15.0 and later); "
+                f"give {named('enable_prefix_caching')} or leave it out"
+            ) from None
+        raise PlanError(f"{named('mamba_cache_mode')} {mode!r}: vLLM {version} accepts {', '.join(valid)}") from None
+    fields = {
+        "mamba_cache_mode": mc.mode, "mamba_checkpoint_blocks": mc.checkpoint_blocks,
+        "mamba_checkpoint_alignment": mc.checkpoint_alignment, "mamba_all_adds_speculative": mc.all_adds_speculative,
+    }
+    pages = {"none": "1 state page per request", "align": f"{2 + mc.checkpoint_blocks} state pages per request",
+             "all": "one state page per block of each request"}[mc.mode]
+    note = f"state layers: {pages} (vLLM {version}: {mc.why})"
+    if mc.checkpoint_blocks:
+        note += "; one of them a prefill checkpoint"
+    if mc.mode == "align" and mixer == GDN and parse_release(version) >= (0, 33) and not mc.checkpoint_blocks:
+        note += ("; on Hopper (and Blackwell with CUDA 13) vLLM 0.33 adds a prefill-checkpoint page and keeps the "
+                 "block a multiple of 64 (give --gpu)" if not sm else "")
+    return fields, note
