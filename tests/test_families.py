@@ -314,3 +314,22 @@ def test_probe_reads_prefix_caching_from_a_hybrid_log(run_json):
     text = json.dumps(d)
     assert "enable_prefix_caching True read from the log" in text and "block_size 16777216" not in text
     assert d["verdict"] == "agree" and d["exit_code"] == 0
+
+
+def test_granite_all_mode_and_mamba2_checkpoint_pages(run_json):
+    """Granite-4.0-H-Micro (36 Mamba-2 layers, 4 attention layers: 9 state groups + 1 attention group of 4). By hand:
+    state page conv (2 x 2048 + 2 x 1 x 128) x (4 - 1) x 2 B = 26,112 + SSM 64 x 64 x 128 x 2 B = 1,048,576:
+    1,074,688 B; attention 8 KV heads x 64 x 2 x 2 B = 2048 B a token.
+    - 0.25 with --enable-prefix-caching: Granite declares SupportsMambaPrefixCaching, so 'all'; the block is a multiple
+      of lcm(mamba_chunk_size 256, 16) holding a state page: cdiv(1,074,688, 2048) = 525 -> 768 tokens; a request of
+      8192 holds cdiv(8192, 768) = 11 blocks in each of the 10 groups.
+    - 0.31 (prefix caching on by default from 0.28, 'align'): block 16 x cdiv(1,074,688, 16 x 2048) = 528; cdiv(8192,
+      528) = 16 attention blocks + 9 x 2 state pages = 34; 0.32 adds a Mamba-2 prefill-checkpoint page: 16 + 9 x 3."""
+    base = ("size", "tests/data/vllm-budget/configs/granite-4.0-h-micro.json", "--kv-cache-memory", "10GiB",
+            "--max-model-len", "8192")
+    old = run_json(*base, "--vllm-version", "0.25.0", "--enable-prefix-caching")["pool"]
+    assert old["block_size"] == 768 and old["blocks_per_request"] == 10 * 11
+    assert old["bytes_per_block"] == 4 * 768 * 2048
+    assert run_json(*base, "--vllm-version", "0.25.0")["pool"]["blocks_per_request"] == 16 + 9 * 1
+    assert run_json(*base, "--vllm-version", "0.31.0")["pool"]["blocks_per_request"] == 16 + 9 * 2
+    assert run_json(*base, "--vllm-version", "0.32.0")["pool"]["blocks_per_request"] == 16 + 9 * 3
