@@ -309,7 +309,7 @@ def test_llava_next_mistral_weights_count_the_clip_tower_vllm_0_10_2_builds() ->
     #     2 x 32064 x 4096 = 262,668,288; final norm 4096 -> 7,242,256,384 = 14,484,512,768 B
     #   RoPE cos/sin table (llama.py:228-236, model dtype): 32768 positions x 128 x 2 B = 8,388,608
     #   total 15,116,687,360 B = 14.07851 GiB (the log: 14.0786; the 0.0001 GiB left is not derived)
-    from kvcalc.core.weights import llava_clip_params
+    from kvcalc.core.towers import llava_clip_params
 
     model = resolve("tests/data/vllm-budget/configs/llava-v1.6-mistral-7b-hf.json").spec
     assert llava_clip_params(model.arch, 4096, 1) == 23 * 12_596_224 + 1_196_032 + 20_979_712 + 4096 == 311_892_992

@@ -214,7 +214,8 @@ def test_qwen3_5_gated_attention_and_vision_tower_in_the_weights():
     4608^2 + 4608 + 4608 x 5120 + 5120 = 44,838,656: 460,730,096 parameters."""
     from kvcalc.app.budget_check import predict
     from kvcalc.app.settings import Settings
-    from kvcalc.core.weights import _layer_params, qwen3_vl_tower_params
+    from kvcalc.core.towers import qwen3_vl_tower_params
+    from kvcalc.core.weights import _layer_params
 
     spec = resolve("tests/data/vllm-budget/configs/qwen3.5-27b.json").spec
     assert qwen3_vl_tower_params(spec.arch, 1) == 460_730_096
@@ -333,3 +334,45 @@ def test_granite_all_mode_and_mamba2_checkpoint_pages(run_json):
     assert run_json(*base, "--vllm-version", "0.25.0")["pool"]["blocks_per_request"] == 16 + 9 * 1
     assert run_json(*base, "--vllm-version", "0.31.0")["pool"]["blocks_per_request"] == 16 + 9 * 2
     assert run_json(*base, "--vllm-version", "0.32.0")["pool"]["blocks_per_request"] == 16 + 9 * 3
+
+
+def test_vision_tower_skipped_when_every_modality_limit_is_0():
+    """vLLM builds no vision tower when every limit of its modalities is 0 (SupportsMultiModal._mark_tower_model
+    puts it on the meta device: vllm==0.15.1: models/interfaces.py:217-257, utils.py no_init_weights), from 0.15 for
+    Gemma 3 and LLaVA-NeXT, earlier for Qwen3-VL/3.5 (image and video; 0.11.0: qwen3_vl.py:1129-1130). Qwen3.5-27B's
+    tower, counted by hand in test_qwen3_5_gated_attention_and_vision_tower_in_the_weights, is 460,730,096 bf16
+    parameters. The public 0.27.1 Qwen3.6-27B-FP8 start (phivan3008 log) runs with language_model_only True and logs
+    "Model loading took 27.67 GiB": without the tower kvcalc's estimate comes nearer (the rest: the FP8 checkpoint's
+    modules kept in bf16, which --quantization fp8 on the bf16 config does not know)."""
+    from kvcalc.app.budget_check import predict
+    from kvcalc.app.settings import Settings
+
+    spec = resolve("tests/data/vllm-budget/configs/qwen3.5-27b.json").spec
+    s = Settings().with_(gpu="H100-80GB", vllm_version="0.27.1", max_model_len=4096, gpu_memory_utilization=0.88,
+                         enforce_eager=True, quantization="fp8", max_num_batched_tokens=4096, max_num_seqs=32)
+    full = predict(spec, s)[0]["weights"]
+    lmo = predict(spec, s.with_(language_model_only=True))[0]["weights"]
+    both = predict(spec, s.with_(limit_mm_per_prompt='{"image": 0, "video": 0}'))[0]["weights"]
+    image_only = predict(spec, s.with_(limit_mm_per_prompt='{"image": 0}'))[0]["weights"]
+    assert full - lmo == 460_730_096 * 2 and both == lmo and image_only == full  # video still on: the tower stays
+    log = (Path(__file__).parent / "data" / "vllm-budget" / "phivan3008-qwen3.6-27b-fp8-h100-eager-0.27.1.log").read_text()
+    assert "'language_model_only': True" in log and "Model loading took 27.67 GiB" in log
+    assert abs(lmo / 2**30 - 27.67) < abs(full / 2**30 - 27.67)
+
+
+def test_gemma3_tower_skipped_from_0_15_and_language_model_only_from_0_17(run):
+    """Gemma 3 built its SigLIP tower whatever the limits up to 0.14 (vllm==0.14.0: gemma3_mm.py has no limit
+    test) and skips it from 0.15 (gemma3_mm.py:525 _mark_tower_model); --language-model-only exists from 0.17."""
+    from kvcalc.app.budget_check import predict
+    from kvcalc.app.settings import Settings
+    from kvcalc.core.towers import gemma3_siglip_params
+
+    spec = resolve("tests/data/vllm-budget/configs/gemma-3-4b-it.reconstructed.json").spec
+    off = '{"image": 0}'
+    for version, skipped in (("0.14.0", False), ("0.15.1", True), ("0.22.0", True)):
+        s = Settings().with_(gpu="H100-80GB", vllm_version=version, max_model_len=8192)
+        diff = predict(spec, s)[0]["weights"] - predict(spec, s.with_(limit_mm_per_prompt=off))[0]["weights"]
+        assert diff == (gemma3_siglip_params(spec.arch, spec.arch["hidden_size"], 1) * 2 if skipped else 0), version
+    code, _, err = run("size", "tests/data/vllm-budget/configs/gemma-3-4b-it.reconstructed.json", "--gpu", "H100-80GB",
+                       "--vllm-version", "0.16.0", "--language-model-only")
+    assert code == 2 and "--language-model-only" in err and "0.17.0" in err and "Traceback" not in err

@@ -93,7 +93,7 @@ def test_text_models_and_unread_towers_have_no_encoder_term(tmp_path):
 
 
 def test_gemma3_siglip_weights(tmp_path):
-    from kvcalc.core.weights import gemma3_siglip_params
+    from kvcalc.core.towers import gemma3_siglip_params
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps(GEMMA3))

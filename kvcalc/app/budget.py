@@ -9,7 +9,7 @@ from typing import Any
 
 from kvcalc.app.cudagraph_budget import cudagraph_term
 from kvcalc.app.lora_budget import with_lora
-from kvcalc.app.mm_encoder import encoder_term
+from kvcalc.app.mm_encoder import encoder_term, towers_off
 from kvcalc.app.runner import model_runner_v2, v2_by_default
 from kvcalc.app.settings import Settings
 from kvcalc.core.budget_rules import (
@@ -137,7 +137,8 @@ def _weights(
     if s.dtype not in (None, "auto") and dtype_bytes and dtype_bytes != MODEL_DTYPES[model.dtype]:
         dtype = next(name for name, size in MODEL_DTYPES.items() if size == dtype_bytes)
     ep = plan.tp * plan.dp if s.enable_expert_parallel and vllm_extras else None
-    kw: dict[str, Any] = dict(mxfp4_kernel=mxfp4, dtype=dtype, vllm_extras=vllm_extras, fp8_marlin=fp8_marlin)
+    kw: dict[str, Any] = dict(mxfp4_kernel=mxfp4, dtype=dtype, vllm_extras=vllm_extras, fp8_marlin=fp8_marlin,
+                              towers_off=vllm_extras and towers_off(s, model))
     est = estimate_weights(model, plan, quant, expert_ranks=ep, **kw)
     ep_how = f"; experts whole across {ep} ranks (expert parallelism)" if ep else ""
     weights_flag = _size(s.weights_bytes, named("weights_bytes"))

@@ -16,10 +16,24 @@ MAX_LIMIT_TEXT = 4096
 
 def image_limit(s: Settings) -> int:
     """Images per prompt from --limit-mm-per-prompt (vLLM's JSON: {"image": 2} or {"image": {"count": 2}});
-    999 where it names no image limit (vllm==0.22.0: config/multimodal.py:310-324)."""
+    999 where it names no image limit (vllm==0.22.0: config/multimodal.py:310-324); 0 with --language-model-only."""
+    return modality_limit(s, "image")
+
+
+def modality_limit(s: Settings, modality: str) -> int:
+    """Items of ``modality`` per prompt, as vLLM's MultiModalConfig.get_limit_per_prompt reads them: 0 with
+    --language-model-only (vllm==0.19.0: config/multimodal.py:259-273), else the JSON's, else 999."""
     text = s.limit_mm_per_prompt
+    if s.language_model_only:
+        from kvcalc.core.vllm_rules import parse_release
+
+        if parse_release(str(s.vllm_version).strip()) < (0, 17):
+            raise PlanError(
+                f"{named('language_model_only')}: vLLM {str(s.vllm_version).strip()} has no such flag (0.17.0 and later: "
+                f"engine/arg_utils.py); give {named('limit_mm_per_prompt')} '{{\"image\": 0}}'"
+            )
     if text is None:
-        return LIMIT_DEFAULT
+        return 0 if s.language_model_only else LIMIT_DEFAULT
     flag = named("limit_mm_per_prompt")
     if not isinstance(text, str) or len(text) > MAX_LIMIT_TEXT:
         raise PlanError(f"{flag} takes vLLM's JSON, like '{{\"image\": 2}}'")
@@ -29,12 +43,24 @@ def image_limit(s: Settings) -> int:
         raise PlanError(f"{flag} takes vLLM's JSON, like '{{\"image\": 2}}'; got {text[:40]!r}") from None
     if not isinstance(data, dict):
         raise PlanError(f"{flag} takes a JSON object of per-modality limits, like '{{\"image\": 2}}'")
-    value = data.get("image", LIMIT_DEFAULT)
+    value = data.get(modality, LIMIT_DEFAULT)
     if isinstance(value, dict):
         value = value.get("count", LIMIT_DEFAULT)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1 << 20:
-        raise PlanError(f"{flag}: the image limit must be an integer from 0 to 2**20, got {value!r}")
-    return value
+        raise PlanError(f"{flag}: the {modality} limit must be an integer from 0 to 2**20, got {value!r}")
+    return 0 if s.language_model_only else value
+
+
+def towers_off(s: Settings, model: ModelSpec) -> bool:
+    """Whether vLLM builds no vision tower for ``model`` at --vllm-version: every limit of the tower's modalities
+    is 0 (image; Qwen3-VL and Qwen3.5 image and video) and the release skips it then (core.towers)."""
+    from kvcalc.core.towers import tower_skipped
+    from kvcalc.core.vllm_rules import parse_release
+
+    archs = model.arch.get("wrapper_architectures")
+    qwen = isinstance(archs, list) and any(str(x).startswith(("Qwen3VL", "Qwen3_5")) for x in archs)
+    off = all(modality_limit(s, m) == 0 for m in (("image", "video") if qwen else ("image",)))
+    return tower_skipped(model.arch, parse_release(str(s.vllm_version).strip()), off)
 
 
 def encoder_term(
@@ -50,7 +76,7 @@ def encoder_term(
     if tower is None:
         return None
     if limit == 0:
-        return 0, 0, "images off (--limit-mm-per-prompt): no encoder pass"
+        return 0, 0, "images off (--limit-mm-per-prompt or --language-model-only): no encoder pass"
     budget, items = encoder_items(tower, mnbt, max_num_seqs, max_model_len, limit, line.mm_budget_placeholder)
     phase, kept, how = encoder_profile(tower, items, tp, dtype_bytes, not v2_runner)
     return phase, kept, f"encoder budget {budget} tokens, {how}"

@@ -241,6 +241,10 @@ def check_flags(s: Settings) -> None:
 
         if not is_auto(s.gpu):
             find_gpu(s.gpu)
+    if s.language_model_only or s.limit_mm_per_prompt is not None:
+        from kvcalc.app.mm_encoder import modality_limit
+
+        modality_limit(s, "image")  # the JSON, and --language-model-only's release
     if s.usage_context is not None:
         from kvcalc.core.engine import USAGE_CONTEXTS
 

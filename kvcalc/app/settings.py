@@ -292,6 +292,12 @@ class Settings:
         kind=TEXT,
         panel=BUDGET,
     )
+    language_model_only: bool = setting(
+        False, "--language-model-only",
+        help="vLLM 0.17+: every modality's limit is 0: no encoder pass, and no vision tower loaded where the release "
+        "skips it (0.15+ for every wrapper kvcalc models)",
+        kind=BOOL, panel=BUDGET,
+    )
     num_gpu_blocks_override: int | None = setting(
         None, "--num-gpu-blocks-override", help="Force the number of blocks", kind=POSITIVE, panel=ENGINE
     )

@@ -38,7 +38,8 @@ SGLANG_KV_DTYPES = ("auto", "bfloat16", "float16", "fp8_e4m3", "fp8_e5m2", "fp8"
 VLLM_ONLY = (
     "gpu_memory_utilization", "num_gpu_blocks_override", "max_num_batched_tokens", "max_concurrent_batches",
     "disable_hybrid_kv_cache_manager", "attention_backend", "activation_bytes", "cudagraph_bytes", "compile_cache", "limit_mm_per_prompt",
-    "enable_lora", "max_loras", "max_lora_rank", "enable_expert_parallel", "usage_context",
+    "enable_lora", "max_loras", "max_lora_rank", "enable_expert_parallel", "usage_context", "language_model_only",
+    "mamba_cache_mode",
 )
 SGLANG_ONLY = (
     "mem_fraction_static", "max_total_tokens", "max_running_requests", "chunked_prefill_size", "enable_dp_attention",

@@ -24,6 +24,7 @@ from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
 from kvcalc.core.quant import quant_bytes
 from kvcalc.core.record import record
+from kvcalc.core.towers import gemma3_siglip_params, llama4_vision_params, llava_clip_params, qwen3_vl_tower_params
 from kvcalc.core.weight_tensors import stage_slack
 from kvcalc.errors import ConfigError
 
@@ -228,140 +229,14 @@ def _linear_rows(rope: object, positions: int) -> int:
     return sum(int(positions * f) for f in factors)
 
 
-def _vit_layer_params(h: int, heads: int, inter: int, tp: int) -> int:
-    """One vision-encoder layer on one TP rank, as Llama 4's (vllm==0.19.0: mllama4.py:117-145,
-    :279-293, :334-362) and CLIP's (vllm==0.10.2: clip.py:90-200) are built: qkv (heads split, with
-    biases) and o (input split, bias whole), fc1 (output split, with bias) and fc2 (input split, bias
-    whole), two LayerNorms (weight and bias each)."""
-    local = max(heads // tp, 1) * (h // heads)  # this rank's heads x head_dim
-    it = inter // tp
-    return h * 3 * local + 3 * local + local * h + h + 2 * h * it + it + h + 4 * h
-
-
-def llama4_vision_params(v: dict, text_hidden: int, tp: int) -> int:
-    """Parameters of Llama 4's vision tower and projector on one TP rank (vllm==0.19.0:
-    model_executor/models/mllama4.py). mm_encoder_tp_mode defaults to "weights" (config/multimodal.py:144),
-    so the linear layers are TP-sharded: ColumnParallel splits the output and its bias, RowParallel the
-    input (its bias whole), QKVParallelLinear the heads (mllama4.py:279-293). Per encoder layer
-    (:334-362): qkv and o with biases, fc1 (hidden -> intermediate) and fc2 with biases (:117-145),
-    two LayerNorms. Then the unfold patch linear (channels x patch^2 -> hidden, no bias, :425-446),
-    class embedding, positional embedding ((image/patch)^2 + 1 rows), two LayerNorms (:477-490), the
-    pixel-shuffle MLP intermediate -> projector_input -> projector_output (:205-230), and the projector
-    vision_output_dim -> text hidden, no bias (:158-173). Its vision RoPE table (complex64, ~0.2 MB) is not counted."""
-    h, heads = _get(v, "hidden_size"), max(_get(v, "num_attention_heads", default=1), 1)
-    inter, patch = _get(v, "intermediate_size"), _get(v, "patch_size", default=14)
-    layer = _vit_layer_params(h, heads, inter, tp)
-    positions = (_get(v, "image_size", default=336) // max(patch, 1)) ** 2 + 1
-    p_in, p_out = _get(v, "projector_input_dim"), _get(v, "projector_output_dim")
-    bias = bool(v.get("multi_modal_projector_bias"))
-    adapter = inter * (p_in // tp) + (p_in // tp) * p_out + ((p_in // tp) + p_out if bias else 0)
-    model = _get(v, "num_channels", default=3) * patch * patch * (h // tp) + h + positions * h + 4 * h
-    projector = _get(v, "vision_output_dim") * (text_hidden // tp)
-    return _get(v, "num_hidden_layers") * layer + model + adapter + projector
-
-
-LLAVA_ARCHS = ("LlavaForConditionalGeneration", "LlavaNextForConditionalGeneration")
-
-
-def _llava_tower_layers(a: dict, total: int) -> int:
-    """CLIP layers vLLM builds: up to the deepest vision_feature_layer (transformers' default -2), a
-    negative index counting from the end plus one (vllm==0.10.2: model_executor/models/llava.py:417-448,
-    passed as num_hidden_layers_override at :461-468; clip.py:234-242). -1 where vLLM would refuse it
-    (more layers than the tower has: clip.py:292-296) or the field is not an int or a list of ints."""
-    feature = a.get("vision_feature_layer", -2)
-    picks = feature if isinstance(feature, list) and feature else [feature]
-    if not all(isinstance(i, int) and not isinstance(i, bool) for i in picks):
-        return -1
-    n = max(total + i + 1 if i < 0 else i for i in picks)
-    return n if 0 <= n <= total else -1
-
-
-def llava_clip_params(a: dict, text_hidden: int, tp: int) -> int:
-    """Parameters on one TP rank of a LLaVA / LLaVA-NeXT CLIP vision tower, projector and image_newline
-    (vllm==0.10.2). Only a CLIP tower (vision_config model_type clip_vision_model, the CLIPVisionConfig
-    branch of llava.py:463-469); SigLIP and Pixtral towers were not read: 0.
-    Per CLIP layer (clip.py:90-200): qkv (QKVParallelLinear, bias by default: layers/linear.py:815, :849)
-    and out_proj (RowParallelLinear, bias whole: linear.py:1161, :1198), fc1/fc2 with biases (clip.py:
-    157-165), two LayerNorms. Embeddings (clip.py:58-71): class embedding, patch Conv2d without bias
-    (channels x patch^2 x hidden), (image/patch)^2 + 1 positions; pre_layrnorm (:282); no post_layernorm
-    (require_post_norm=False: llava.py:542, llava_next.py:257; clip.py:298-306). Projector (llava.py:96-117):
-    linear_1 vision -> text hidden (ColumnParallel), linear_2 text -> text (RowParallel), biases when
-    multimodal_projector_bias (transformers 5.24 LlavaConfig/LlavaNextConfig default True); LLaVA-NeXT's
-    projector takes hidden x len(feature layers) (llava_next.py:235-245) and adds image_newline, one text
-    hidden vector (:259-260). LLaVA builds the tower only with an image limit above 0 (llava.py:538-552);
-    kvcalc has no such setting and counts it."""
-    v = a.get("vision_config")
-    archs = a.get("wrapper_architectures")
-    arch = next((x for x in archs if x in LLAVA_ARCHS), "") if isinstance(archs, list) else ""
-    if not arch or not isinstance(v, dict) or v.get("model_type") != "clip_vision_model":
-        return 0
-    h, inter = _get(v, "hidden_size", default=768), _get(v, "intermediate_size", default=3072)
-    heads, patch = max(_get(v, "num_attention_heads", default=12), 1), max(_get(v, "patch_size", default=32), 1)
-    layers = _llava_tower_layers(a, _get(v, "num_hidden_layers", default=12))
-    if layers < 0:
-        return 0
-    layer = _vit_layer_params(h, heads, inter, tp)
-    positions = (_get(v, "image_size", default=224) // patch) ** 2 + 1
-    embeddings = h + _get(v, "num_channels", default=3) * patch * patch * h + positions * h + 2 * h
-    feature = a.get("vision_feature_layer", -2)
-    vision_out = h * len(feature) if arch == LLAVA_ARCHS[1] and isinstance(feature, list) else h
-    th = text_hidden // tp
-    bias = a.get("multimodal_projector_bias", True) is not False
-    projector = vision_out * th + th * text_hidden + ((th + text_hidden) if bias else 0)
-    newline = text_hidden if arch == LLAVA_ARCHS[1] else 0
-    return layers * layer + embeddings + projector + newline
-
-
-def gemma3_siglip_params(a: dict, text_hidden: int, tp: int) -> int:
-    """Parameters on one TP rank of Gemma 3's SigLIP tower and projector (vllm==0.22.0: models/gemma3_mm.py:
-    515-521). SigLIP (models/siglip.py): every layer built, each as _vit_layer_params (qkv_proj and out_proj,
-    fc1/fc2 with biases, TP-sharded: disable_tp only in the encoder's data-parallel mode, :388-404; two
-    LayerNorms); the patch Conv2d with bias and one position embedding per patch (:284-307); post_layernorm,
-    kept when every layer is built (:717-724); no head (vision_use_head false). Projector (gemma3_mm.py:
-    420-441): mm_input_projection_weight vision x text hidden, whole, and a Gemma RMSNorm over the vision
-    width."""
-    v, wrapper = a.get("vision_config"), a.get("wrapper")
-    if not isinstance(v, dict) or not isinstance(wrapper, dict) or wrapper.get("model_type") != "gemma3":
-        return 0
-    h, inter = _get(v, "hidden_size", default=1152), _get(v, "intermediate_size", default=4304)
-    heads, patch = max(_get(v, "num_attention_heads", default=16), 1), max(_get(v, "patch_size", default=14), 1)
-    layers = _get(v, "num_hidden_layers", default=27)
-    side = _get(v, "image_size", default=896) // patch
-    embeddings = _get(v, "num_channels", default=3) * patch * patch * h + h + side * side * h
-    return layers * _vit_layer_params(h, heads, inter, tp) + embeddings + 2 * h + h * text_hidden + h
-
-
-def qwen3_vl_tower_params(a: dict, tp: int) -> int:
-    """Qwen3-VL's vision transformer on one TP rank, as Qwen3.5/3.6 and Qwen3-VL build it (vllm==0.27.1:
-    models/qwen3_vl.py:530-640; qwen3_5.py:479-485, skipped only when every image/video limit is 0): the patch
-    Conv3d with bias (:358-386) and the learned position table (nn.Embedding, whole); each of `depth` blocks as
-    _vit_layer_params (QKV and proj with biases, qwen2_5_vl.py:370-386; fc1/fc2 with biases; two LayerNorms);
-    the merger (:478-520): a LayerNorm over the vision width, fc1 (width x merge^2, output split) and fc2 (input
-    split, out_hidden_size), and one more such merger per deepstack index. 0 without a full vision_config."""
-    v, archs = a.get("vision_config"), a.get("wrapper_architectures")
-    if not isinstance(v, dict) or not isinstance(archs, list) or not any(str(x).startswith(("Qwen3_5", "Qwen3VL")) for x in archs):
-        return 0
-    keys = ("hidden_size", "intermediate_size", "num_heads", "depth", "patch_size", "out_hidden_size", "num_position_embeddings")
-    if not all(isinstance(v.get(k), int) and v[k] > 0 for k in keys):
-        return 0
-    h, out = _get(v, "hidden_size"), _get(v, "out_hidden_size")
-    hm = h * _get(v, "spatial_merge_size", default=2) ** 2
-    merger = hm * (hm // tp) + hm // tp + (hm // tp) * out + out
-    deep = v.get("deepstack_visual_indexes")
-    deep_n = len(deep) if isinstance(deep, list) else 0
-    patch = _get(v, "in_channels", default=3) * _get(v, "temporal_patch_size", default=2) * _get(v, "patch_size") ** 2 * h + h
-    embeddings = patch + _get(v, "num_position_embeddings") * h
-    layers = _get(v, "depth") * _vit_layer_params(h, _get(v, "num_heads"), _get(v, "intermediate_size"), tp)
-    return layers + embeddings + 2 * h + merger + deep_n * (2 * hm + merger)
-
-
-def _stage_extras(model: ModelSpec, a: dict, tp: int, dt: int) -> tuple[int, int, str]:
+def _stage_extras(model: ModelSpec, a: dict, tp: int, dt: int, towers_off: bool = False) -> tuple[int, int, str]:
     """Bytes every PP stage holds besides its decoder layers (the RoPE table, Llama 4's vision tower,
     which vLLM builds on every rank: mllama4.py:758-770; LLaVA's CLIP tower, likewise: vllm==0.10.2
     llava.py:538-552, llava_next.py:253-265), the vision parameters of the whole model, and how.
-    --limit-mm-per-prompt with every modality at 0 skips the tower (models/interfaces.py:276-288); kvcalc
-    has no such setting and counts it."""
+    ``towers_off``: vLLM skips the tower (every limit of its modalities 0: core.towers.tower_skipped)."""
     table, how = rope_table_bytes(model, a, dt)
+    if towers_off:
+        return table, 0, ", ".join(x for x in (how, "no vision tower (every modality limit 0)") if x)
     vision, h = a.get("vision_config"), _get(a, "hidden_size")
     llama4 = model.model_type in LLAMA4_TYPES and isinstance(vision, dict)
     towers: tuple[tuple[str, Callable[[int], int]], ...] = (
@@ -387,6 +262,7 @@ def estimate_weights(
     vllm_extras: bool = True,
     expert_ranks: int | None = None,
     fp8_marlin: bool = False,
+    towers_off: bool = False,
 ) -> WeightEstimate:
     """Parameters of the whole model and bytes per GPU of each PP stage (computed once per
     model, TP size, PP split and quantization). ``expert_ranks``: the ranks MoE experts are
@@ -395,10 +271,12 @@ def estimate_weights(
     experts for on this GPU and release ("marlin", "triton" or "": kvcalc.core.quant.mxfp4_kernel), with its padding.
     ``dtype``: ``--dtype`` when it overrides the checkpoint's. ``vllm_extras``: add what vLLM's model
     code allocates while loading beside the decoder (its RoPE table, Llama 4's vision tower:
-    ``_stage_extras``); False for SGLang, whose tables kvcalc.core.sglang.rope_cache_bytes counts."""
+    ``_stage_extras``); False for SGLang, whose tables kvcalc.core.sglang.rope_cache_bytes counts.
+    ``towers_off``: vLLM builds no vision tower (core.towers.tower_skipped)."""
     # ``arch`` is left out of a model's ==/hash: its identity is part of the key (the
     # cached model keeps it alive, so the id cannot be reused while the entry exists)
-    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, mxfp4_kernel, dtype, vllm_extras, expert_ranks, fp8_marlin)
+    return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, mxfp4_kernel, dtype, vllm_extras, expert_ranks, fp8_marlin,
+                     towers_off)
 
 
 @lru_cache(maxsize=256)
@@ -429,6 +307,7 @@ def _estimate(
     vllm_extras: bool = True,
     expert_ranks: int | None = None,
     fp8_marlin: bool = False,
+    towers_off: bool = False,
 ) -> WeightEstimate:
     a = model.arch
     h = _get(a, "hidden_size", "d_model", "n_embd")
@@ -472,7 +351,7 @@ def _estimate(
         per_layer_bytes = [2 * b for b in per_layer_bytes]
     ranges = pp_ranges(model.num_layers, pp, pp_layers)
     out = []
-    table, vision_params, extra_how = _stage_extras(model, a, tp, dt) if vllm_extras else (0, 0, "")
+    table, vision_params, extra_how = _stage_extras(model, a, tp, dt, towers_off) if vllm_extras else (0, 0, "")
     total += vision_params
     # what PyTorch's allocator counts beyond the tensors' sizes (core/weight_tensors.py): unquantized decoders
     plain = vllm_extras and not model.encoder_decoder and linear_b == expert_b == dt and not mxfp4
