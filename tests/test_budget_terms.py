@@ -674,6 +674,22 @@ def test_flashinfer_full_graphs_carry_one_decode_workspace_each() -> None:
     assert _budget(gpu="H100-80GB", vllm_version="0.20.1", max_model_len=8192, kv_dtype="fp8")["cudagraphs"] == h100["cudagraphs"]
 
 
+def test_flashinfer_is_vllms_pick_on_turing_up_to_0_23() -> None:
+    """On a T4 (sm75) FlashAttention is out (it needs sm80), so vLLM 0.18-0.23 takes FlashInfer, next in its order;
+    from 0.24 FlashInfer's floor is sm80 and Turing gets Triton attention (docs/vllm-releases.md; RuleLine
+    .flashinfer_on_turing). A real 0.21.0 start on a T4 prints "Using FLASHINFER attention backend out of potential
+    backends: ['FLASHINFER', 'TRITON_ATTN', 'FLEX_ATTENTION']" and FULL=35 graphs: 34 more decode workspaces of
+    8 MiB than the first (tests/data/vllm-budget/set16-winny1673-t4-qwen25-05b.log)."""
+    text = (DATA / "vllm-budget" / "set16-winny1673-t4-qwen25-05b.log").read_text()
+    assert "Using FLASHINFER attention backend out of potential backends: ['FLASHINFER'" in text and "FULL=35" in text
+    kw = dict(gpu="T4", tp=2, dtype="float16", max_model_len=2048, max_num_seqs=256, max_num_batched_tokens=8192)
+    fi = _budget(vllm_version="0.21.0", **kw)["cudagraphs"]
+    forced_off = _budget(vllm_version="0.21.0", attention_backend="TRITON_ATTN", **kw)["cudagraphs"]
+    assert fi - forced_off == 34 * 8 * 2**20
+    triton = _budget(vllm_version="0.24.0", **kw)["cudagraphs"]
+    assert triton == _budget(vllm_version="0.24.0", attention_backend="TRITON_ATTN", **kw)["cudagraphs"]
+
+
 def test_gpt_oss_mxfp4_triton_layout_on_hopper() -> None:
     """vLLM's Triton MXFP4 MoE backend (Hopper, 0.12+) pads the per-rank intermediate size to 64, keeps the
     checkpoint's scales as layer parameters beside the swizzled copy the kernel reads (whose rows pad to 256), and

@@ -31,20 +31,23 @@ def fa3_full_graphs(s: Settings, model: ModelSpec, plan: ParallelPlan, sm: int) 
     return model.num_attention_heads // plan.tp, model.head_dim_v
 
 
-AMPERE, ADA, BLACKWELL_DC = 80, 89, 100
+TURING, AMPERE, ADA, BLACKWELL_DC = 75, 80, 89, 100
 
 
-def flashinfer_full_graphs(s: Settings, model: ModelSpec, sm: int) -> bool:
+def flashinfer_full_graphs(s: Settings, model: ModelSpec, sm: int, line: RuleLine) -> bool:
     """Whether FlashInfer's decode wrappers serve the FULL graphs: asked for with --attention-backend, or
     vLLM's pick for an FP8 KV cache on Ampere/Ada, where FLASH_ATTN (FA2 there) takes no FP8 KV cache
     (vllm==0.24.0: v1/attention/backends/flash_attn.py:183-193, FA3 on sm90 only) and FLASHINFER is next in
     the order (platforms/cuda.py:152-158; the hpml 0.19 A100/RTX A6000 logs print "Using FLASHINFER attention
     backend" for --kv-cache-dtype fp8). On the sm100 family FlashInfer decodes through trtllm-gen, without the
-    wrappers (vllm==0.22.0: utils/flashinfer.py:335-347, supports_trtllm_attention)."""
+    wrappers (vllm==0.22.0: utils/flashinfer.py:335-347, supports_trtllm_attention). On Turing FlashInfer is
+    vLLM's pick up to 0.23 (``RuleLine.flashinfer_on_turing``)."""
     if model.mla or BLACKWELL_DC <= sm < BLACKWELL_DC + 10:
         return False
     if s.attention_backend is not None:
         return s.attention_backend == "FLASHINFER"
+    if TURING <= sm < AMPERE:
+        return line.flashinfer_on_turing
     return AMPERE <= sm <= ADA and s.kv_dtype.startswith("fp8")
 
 
@@ -72,5 +75,5 @@ def cudagraph_term(
     # config/compilation.py:1345-1360)
     full_up_to = 0 if "chunked" in model.kinds else seqs
     return cudagraph_estimate(
-        shapes, plan.tp, sizes, full_up_to, fa3_full_graphs(s, model, plan, sm), flashinfer_full_graphs(s, model, sm)
+        shapes, plan.tp, sizes, full_up_to, fa3_full_graphs(s, model, plan, sm), flashinfer_full_graphs(s, model, sm, line)
     )

@@ -222,6 +222,11 @@ class RuleLine:
     # FlashInfer all-reduce + RMSNorm fusion on by default (enable_allreduce_rms_fusion in the O2/O3 pass
     # config: vllm==0.17.0 config/vllm.py:113-133, :204; False at every level in vllm==0.16.0 config/vllm.py:124-181)
     allreduce_fusion: bool = True
+    # vLLM picks FlashInfer for attention on Turing (sm75), where FlashAttention needs sm80: FLASH_ATTN, FLASHINFER,
+    # TRITON_ATTN in that order (vllm==0.21.0: platforms/cuda.py:139-146; flash_attn.py:205-206, flashinfer.py:409-412;
+    # the same in 0.18.0-0.23.0); from 0.24.0 FlashInfer's floor is sm80, so Turing gets TRITON_ATTN (vllm==0.24.0:
+    # v1/attention/backends/flashinfer.py:426-434, the same in 0.33.0)
+    flashinfer_on_turing: bool = False
     # the derived max_model_len of a YaRN config is original_max_position_embeddings x factor, and the
     # DeepSeek rope types scale max_position_embeddings by theirs (vllm==0.29.0: config/model.py:2445-2458;
     # vllm==0.9.2: config.py:3470-3480); from 0.30 those types are taken as already scaled (vllm==0.30.0 and
@@ -292,6 +297,7 @@ _BASE = dict(
     tp_comm=TP_COMM_CONNECT,
     nvls_min_gpus=2,
     allreduce_fusion=True,
+    flashinfer_on_turing=False,
     yarn_len_from_original=False,
     mm_budget_placeholder=False,
 )
@@ -319,7 +325,8 @@ _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BA
 # "total consumed" (free-memory delta) from 0.27.0 (vllm==0.27.0: utils/mem_utils.py); not in 0.26.0
 _V0_26 = dict(_V0_27, concurrency=CONC_POOLED, mamba_align=MAMBA_BLOCK, free_delta_accounting=False)
 _V0_25 = dict(_V0_26, sliding=SW_BATCHED, in_flight_batches=False, v2_logits_fp32_copy=True)
-_V0_21 = dict(_V0_25, fit_whose="models's", cpu_clause=False, tp_comm=TP_COMM_LAZY)
+_V0_23 = dict(_V0_25, flashinfer_on_turing=True)
+_V0_21 = dict(_V0_23, fit_whose="models's", cpu_clause=False, tp_comm=TP_COMM_LAZY)
 # 0.20.1 keeps 0.20.0's sampler: VLLM_USE_FLASHINFER_SAMPLER defaults to None (vllm==0.20.1: envs.py:717-721),
 # so the dummy sampler (top_p 0.9, top_k vocab - 1: v1/worker/gpu_model_runner.py:5646-5647) takes the Triton
 # kernel for >= 8 rows (v1/sample/ops/topk_topp_sampler.py:251) and caches its buffer (topk_topp_triton.py:1015-1019)
@@ -368,8 +375,8 @@ LINES: tuple[RuleLine, ...] = (
     _line((0, 26, 0), (0, 26, 99), **_V0_26, v2_default_archs=V2_ARCHS_0_26, v2_default_rule=V2_LISTED_OR_DENSE),
     _line((0, 25, 0), (0, 25, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_25, v2_default_rule=V2_LISTED_OR_DENSE),
     _line((0, 24, 0), (0, 24, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_24, v2_default_rule=V2_LISTED),
-    _line((0, 23, 0), (0, 23, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_23, v2_default_rule=V2_LISTED_DENSE_UNQUANTIZED),
-    _line((0, 22, 0), (0, 22, 99), **dict(_V0_25, tp_comm=TP_COMM_LAZY), v2_default_archs=V2_ARCHS_0_22,
+    _line((0, 23, 0), (0, 23, 99), **_V0_23, v2_default_archs=V2_ARCHS_0_23, v2_default_rule=V2_LISTED_DENSE_UNQUANTIZED),
+    _line((0, 22, 0), (0, 22, 99), **dict(_V0_23, tp_comm=TP_COMM_LAZY), v2_default_archs=V2_ARCHS_0_22,
           v2_default_rule=V2_LISTED_DENSE_UNQUANTIZED),
     _line((0, 21, 0), (0, 21, 99), **_V0_21),
     _line((0, 20, 1), (0, 20, 99), **_V0_20_1),
