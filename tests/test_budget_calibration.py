@@ -79,6 +79,22 @@ def test_calibration_prints_and_bounds(capsys: pytest.CaptureFixture[str]) -> No
     assert all(abs(r.error_gib) <= BOUND_WEIGHTS_GIB for r in weights)
 
 
+def test_no_log_is_counted_twice() -> None:
+    """Two entries from one start would count one run twice: no two excerpts share a timestamped 'Model loading took'
+    or 'Available KV cache memory' line (two copies of one log, found under two search-index ids, once were)."""
+    import re
+
+    seen: dict[str, str] = {}
+    for run in RUNS:
+        path = DATA / run["log"] if run.get("log") else None
+        if path is None or not path.exists():
+            continue
+        text = path.read_text(errors="replace")
+        for m in re.finditer(r"[^\n]*\d\d-\d\d \d\d:\d\d:\d\d[^\n]*(?:Model loading took|Available KV cache memory)[^\n]*", text):
+            key = m.group(0).strip()
+            assert seen.setdefault(key, run["id"]) == run["id"], (run["id"], seen[key], key)
+
+
 def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
     """Provenance: each figure of a run that has a log excerpt is printed in that excerpt as stored
     (copied from the log, not derived), and the excerpt's first line names its source."""
