@@ -40,7 +40,7 @@ from kvcalc.core.mixers import EXPERT_KEYS
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
-from kvcalc.core.quant import QUANTIZATIONS, mxfp4_kernel
+from kvcalc.core.quant import QUANTIZATIONS, forced_awq, mxfp4_kernel
 from kvcalc.core.units import figure, format_bytes, parse_size
 from kvcalc.core.vllm_rules import SAMPLER_V2_DUMMY, RuleLine, rules_for
 from kvcalc.core.weights import arch_int, estimate_weights
@@ -185,8 +185,8 @@ def _shapes(model: ModelSpec, cache: CacheSettings, s: Settings, sm: int) -> Sha
         kv_width=model.num_kv_heads * (model.head_dim + model.head_dim_v) // 2,
         vocab=arch_int(a, "vocab_size"),
         dtype_bytes=cache.mamba_dtype_bytes,
-        experts_sliced=not s.enable_expert_parallel,
-        mlp_act_bytes=1 if fp8_act else 0,
+        experts_sliced=not s.enable_expert_parallel, mlp_act_bytes=1 if fp8_act else 0,
+        awq_dequant=forced_awq(a, _quantization(s)),
     )
 
 

@@ -140,6 +140,10 @@ class Shapes:
     experts_sliced: bool = True
     # bytes per element of the MLP activation's output (0: the model dtype); 1 where it is FP8 (fp8_mlp_activation)
     mlp_act_bytes: int = 0
+    # vLLM's plain AWQ kernel (quant.forced_awq) dequantizes a weight whole, in the model dtype, for inputs of 256
+    # tokens and more, then multiplies (vllm==0.17.0: quantization/awq.py:269-273): the widest layer's weight on a
+    # rank sits beside the forward's activations
+    awq_dequant: bool = False
 
 
 def default_max_num_seqs(line: RuleLine, total: int | None, gpu_name: str | None, usage: str | None = None) -> tuple[int, str]:
@@ -345,6 +349,17 @@ def v2_sampler_state(s: Shapes, max_num_seqs: int) -> tuple[int, str]:
     )
 
 
+AWQ_DEQUANT_TOKENS = 256  # awq.py FP16_MATMUL_HEURISTIC_CONDITION
+
+
+def awq_dequant_bytes(s: Shapes, tp: int) -> int:
+    """The widest dense linear weight on one rank, dequantized (Shapes.awq_dequant): qkv, gate_up or down."""
+    if not s.awq_dequant:
+        return 0
+    mlp = 0 if s.experts else max(2 * s.intermediate // tp, s.intermediate // tp) * s.hidden
+    return max(s.hidden * (s.q_width + 2 * s.kv_width) // tp, mlp) * s.dtype_bytes
+
+
 def profile_peak(
     s: Shapes, tp: int, mnbt: int, rows: int, bpe: int, kept: int = 0, scratch: int = 0,
     scratch_name: str = "sampler scratch", resident: int = 0, examples: tuple[int, str] = (0, ""),
@@ -357,7 +372,10 @@ def profile_peak(
     V2's Gumbel tables (v2_gumbel_tables), live beside the logits. ``resident``: allocated in the
     profile run before the forward and live to its end (pp_intermediate_buffers), on both sides."""
     per_token, which = forward_per_token(s, tp)
-    forward = mnbt * per_token + resident
+    dequant = awq_dequant_bytes(s, tp) if mnbt >= AWQ_DEQUANT_TOKENS else 0
+    forward = mnbt * per_token + resident + dequant
+    if dequant:
+        which += f"; + the widest AWQ weight dequantized, {figure(dequant)}"
     retained = mnbt * s.hidden * s.dtype_bytes
     sampler = sampler_peak(rows, s.vocab, bpe)
     pp_how = f" + PP receive buffers {figure(resident)}" if resident else ""

@@ -22,6 +22,15 @@ QUANTIZATIONS = ("fp8", "fp8_e4m3", "mxfp4", "awq", "gptq", "compressed-tensors"
 FP8_METHODS = ("fp8", "fp8_e4m3", "fbgemm_fp8", "modelopt")
 
 
+def forced_awq(arch: dict, cli_method: str | None) -> bool:
+    """vLLM keeps its plain AWQ kernel for an AWQ checkpoint only when --quantization awq is given ("Detected that
+    the model can run with awq_marlin, however you specified quantization=awq explicitly, so forcing awq":
+    vllm==0.17.0 quantization/awq_marlin.py override_quantization_method); otherwise it converts to awq_marlin. A
+    --quantization awq beside a config without quantization_config stands for an AWQ checkpoint here, so Marlin."""
+    raw = arch.get("quantization_config")
+    return cli_method == "awq" and isinstance(raw, dict) and str(raw.get("quant_method") or "").lower() == "awq"
+
+
 def _group_size(v: object) -> int:
     """A config's FP4 group size, 16 (NVFP4's) where it names none or an unusable one."""
     return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 4096 else 16
