@@ -712,22 +712,17 @@ def test_gpt_oss_mxfp4_triton_layout_on_hopper() -> None:
     assert predict(resolve("gpt-oss-20b").spec, h100, stage=None)[0]["weights"] / GIB == pytest.approx(7.01, abs=0.2)
 
 
-def test_forced_awq_kernel_holds_a_dequantized_weight(tmp_path) -> None:
+def test_forced_awq_kernel_holds_a_dequantized_weight() -> None:
     """With --quantization awq given for an AWQ checkpoint, vLLM keeps its plain AWQ kernel ("Detected that the model
     can run with awq_marlin, however you specified quantization=awq explicitly, so forcing awq"), which dequantizes a
     weight whole to fp16 for inputs of 256 tokens and more (vllm==0.17.0: quantization/awq.py:269-273). Qwen3-32B's
     widest layer on one GPU is gate_up: 5120 x 2 x 25600 x 2 B = 524,288,000 B beside the 2048-token forward. A public
     0.17.1 RTX 5090 start of Qwen3-32B-AWQ forced this way, eager, 4 seqs (tests/data/vllm-budget/set22-culturedx-
     qwen3-32b-awq-5090-eager-0.17.1.log) logs 9.24 GiB available; kvcalc predicted 9.86 without the rule (HELDOUT22.md).
-    The checkpoint's quantization_config as Qwen publishes it for its AWQ models: 4 bits, group 128, zero point, GEMM."""
+    The checkpoint's config: tests/data/vllm-budget/configs/qwen3-32b-awq.reconstructed.json (SOURCES.md)."""
     text = (DATA / "vllm-budget" / "set22-culturedx-qwen3-32b-awq-5090-eager-0.17.1.log").read_text()
     assert "forcing awq" in text and "Available KV cache memory: 9.24 GiB" in text
-    cfg = json.loads((Path(__file__).parents[1] / "presets" / "qwen3-32b.json").read_text())["config"]
-    cfg["quantization_config"] = {"bits": 4, "group_size": 128, "quant_method": "awq", "version": "gemm", "zero_point": True}
-    cfg["torch_dtype"] = "float16"
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    spec = resolve(str(path)).spec
+    spec = resolve("tests/data/vllm-budget/configs/qwen3-32b-awq.reconstructed.json").spec
     s = Settings().with_(gpu="RTX-5090", vllm_version="0.17.1", max_model_len=16384, enforce_eager=True, max_num_seqs=4)
     marlin = predict(spec, s)[0]
     forced = predict(spec, s.with_(quantization="awq"))[0]
