@@ -728,3 +728,11 @@ def test_forced_awq_kernel_holds_a_dequantized_weight() -> None:
     forced = predict(spec, s.with_(quantization="awq"))[0]
     assert marlin["torch_peak"] - forced["torch_peak"] == -5120 * 2 * 25600 * 2
     assert abs(forced["available"] / GIB - 9.24) <= 0.25 < abs(marlin["available"] / GIB - 9.24)
+
+
+def test_probe_reads_the_quantization_the_user_gave(run_json) -> None:
+    """`probe --from-vllm-log` takes --quantization from the log's non-default args (what the user passed): 'awq' for
+    an AWQ checkpoint forces vLLM's plain kernel, so the probe's budget uses the dequantizing forward (2.3.8)."""
+    d = run_json("probe", "tests/data/vllm-budget/configs/qwen3-32b-awq.reconstructed.json", "--from-vllm-log",
+                 "tests/data/vllm-budget/set22-culturedx-qwen3-32b-awq-5090-eager-0.17.1.log", "--gpu", "RTX-5090")
+    assert "'quantization': 'awq'" in json.dumps(d)

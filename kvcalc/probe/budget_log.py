@@ -15,6 +15,7 @@ from typing import Any
 
 from kvcalc.app.budget_check import GIB, compare, predict, within
 from kvcalc.app.probe_report import Row
+from kvcalc.core.quant import QUANTIZATIONS
 from kvcalc.errors import KvcalcError
 
 _NUM = r"(-?\d+(?:\.\d+)?)"
@@ -43,6 +44,8 @@ SETTINGS: dict[str, re.Pattern[str]] = {
     # a hybrid model's state pages depend on both (kvcalc.core.mamba_cache)
     "enable_prefix_caching": re.compile(r"enable_prefix_caching['\"]?\s*[:=]\s*(True|False)"),
     "mamba_cache_mode": re.compile(r"mamba_cache_mode['\"]?\s*[:=]\s*['\"]?(none|align|all)\b"),
+    # the --quantization the user gave (the non-default args): for an AWQ checkpoint, 'awq' forces vLLM's plain kernel
+    "quantization": re.compile(r"'quantization': '([a-z0-9_-]+)'"),
 }
 _BOOLS = ("enforce_eager", "enable_prefix_caching")
 FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
@@ -70,8 +73,9 @@ def parse_budget(text: str) -> tuple[dict[str, float], dict[str, Any]]:
             v = m.group(1)
             if key in _BOOLS:
                 settings[key] = v == "True"
-            elif key == "mamba_cache_mode":
-                settings[key] = v
+            elif key in ("mamba_cache_mode", "quantization"):
+                if key == "mamba_cache_mode" or v in QUANTIZATIONS:
+                    settings[key] = v
             else:
                 settings[key] = float(v) if "." in v else int(v)
     if FLASHINFER_SAMPLER.search(text):
