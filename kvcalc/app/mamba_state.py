@@ -61,7 +61,8 @@ def mamba_fields(model: ModelSpec, s: Settings, version: str) -> tuple[dict[str,
     note = f"state layers: {pages} (vLLM {version}: {mc.why})"
     if mc.checkpoint_blocks:
         note += "; one of them a prefill checkpoint"
-    if mc.mode == "align" and mixer == GDN and parse_release(version) >= (0, 33) and not mc.checkpoint_blocks:
+    gpu_unknown = not sm and mc.mode == "align" and mixer == GDN and parse_release(version) >= (0, 33)
+    if gpu_unknown:  # the checkpoint page depends on the GPU (FLASHINFER_GDN_SM)
         note += ("; on Hopper (and Blackwell with CUDA 13) vLLM 0.33 adds a prefill-checkpoint page and keeps the "
-                 "block a multiple of 64 (give --gpu)" if not sm else "")
+                 "block a multiple of 64 (give --gpu)")
     return fields, note

@@ -39,7 +39,7 @@ VLLM_ONLY = (
     "gpu_memory_utilization", "num_gpu_blocks_override", "max_num_batched_tokens", "max_concurrent_batches",
     "disable_hybrid_kv_cache_manager", "attention_backend", "activation_bytes", "cudagraph_bytes", "compile_cache", "limit_mm_per_prompt",
     "enable_lora", "max_loras", "max_lora_rank", "enable_expert_parallel", "usage_context", "language_model_only",
-    "mamba_cache_mode",
+    "mamba_cache_mode", "enable_prefix_caching",
 )
 SGLANG_ONLY = (
     "mem_fraction_static", "max_total_tokens", "max_running_requests", "chunked_prefill_size", "enable_dp_attention",
