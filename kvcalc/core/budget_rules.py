@@ -353,10 +353,11 @@ AWQ_DEQUANT_TOKENS = 256  # awq.py FP16_MATMUL_HEURISTIC_CONDITION
 
 
 def awq_dequant_bytes(s: Shapes, tp: int) -> int:
-    """The widest dense linear weight on one rank, dequantized (Shapes.awq_dequant): qkv, gate_up or down."""
+    """The widest dense linear weight on one rank, dequantized (Shapes.awq_dequant): qkv or gate_up (down is half
+    gate_up's); MoE experts go through other kernels."""
     if not s.awq_dequant:
         return 0
-    mlp = 0 if s.experts else max(2 * s.intermediate // tp, s.intermediate // tp) * s.hidden
+    mlp = 0 if s.experts else 2 * s.intermediate // tp * s.hidden
     return max(s.hidden * (s.q_width + 2 * s.kv_width) // tp, mlp) * s.dtype_bytes
 
 

@@ -255,11 +255,11 @@ class StateTensor:
 
 @record
 class MambaSpec:
-    """Per-request recurrent state (Mamba, GDN, linear attention): a fixed number of
-    pages per request, whatever its length, as vLLM's ``MambaSpec.max_memory_usage_bytes``
-    counts them for its ``mamba_cache_mode`` (kvcalc.core.mamba_cache): 'none' one page,
-    'align' 2 (+ prefill-checkpoint pages), 'all' one per block of the context; each plus
-    one per speculative block."""
+    """Per-request recurrent state (Mamba, GDN, linear attention): the state pages a request
+    holds, as vLLM's ``MambaSpec.max_memory_usage_bytes`` counts them for its
+    ``mamba_cache_mode`` (kvcalc.core.mamba_cache): 'none' one page and 'align' 2 (+ prefill-
+    checkpoint pages) whatever the request's length, 'all' one per block of its context; each
+    plus one per speculative block ('all': from 0.28)."""
 
     block_size: int
     tensors: tuple[StateTensor, ...]
