@@ -85,14 +85,15 @@ def test_no_log_is_counted_twice() -> None:
     import re
 
     seen: dict[str, str] = {}
+    stamp = re.compile(r"\d\d-\d\d \d\d:\d\d:\d\d")
     for run in RUNS:
         path = DATA / run["log"] if run.get("log") else None
         if path is None or not path.exists():
             continue
-        text = path.read_text(errors="replace")
-        for m in re.finditer(r"[^\n]*\d\d-\d\d \d\d:\d\d:\d\d[^\n]*(?:Model loading took|Available KV cache memory)[^\n]*", text):
-            key = m.group(0).strip()
-            assert seen.setdefault(key, run["id"]) == run["id"], (run["id"], seen[key], key)
+        for line in path.read_text(errors="replace").splitlines():
+            if ("Model loading took" in line or "Available KV cache memory" in line) and stamp.search(line):
+                key = line.strip()
+                assert seen.setdefault(key, run["id"]) == run["id"], (run["id"], seen[key], key)
 
 
 def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:

@@ -353,8 +353,7 @@ AWQ_DEQUANT_TOKENS = 256  # awq.py FP16_MATMUL_HEURISTIC_CONDITION
 
 
 def awq_dequant_bytes(s: Shapes, tp: int) -> int:
-    """The widest dense linear weight on one rank, dequantized (Shapes.awq_dequant): qkv or gate_up (down is half
-    gate_up's); MoE experts go through other kernels."""
+    """The widest dense linear weight on one rank, dequantized (Shapes.awq_dequant): qkv or gate_up (MoE: other kernels)."""
     if not s.awq_dequant:
         return 0
     mlp = 0 if s.experts else 2 * s.intermediate // tp * s.hidden
