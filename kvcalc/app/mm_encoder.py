@@ -54,12 +54,10 @@ def modality_limit(s: Settings, modality: str) -> int:
 def towers_off(s: Settings, model: ModelSpec) -> bool:
     """Whether vLLM builds no vision tower for ``model`` at --vllm-version: every limit of the tower's modalities
     is 0 (image; Qwen3-VL and Qwen3.5 image and video) and the release skips it then (core.towers)."""
-    from kvcalc.core.towers import tower_skipped
+    from kvcalc.core.towers import tower_modalities, tower_skipped
     from kvcalc.core.vllm_rules import parse_release
 
-    archs = model.arch.get("wrapper_architectures")
-    qwen = isinstance(archs, list) and any(str(x).startswith(("Qwen3VL", "Qwen3_5")) for x in archs)
-    off = all(modality_limit(s, m) == 0 for m in (("image", "video") if qwen else ("image",)))
+    off = all(modality_limit(s, m) == 0 for m in tower_modalities(model.arch))
     return tower_skipped(model.arch, parse_release(str(s.vllm_version).strip()), off)
 
 

@@ -20,6 +20,20 @@ Release = tuple[int, ...]
 # SupportsMultiModal._mark_tower_model, which skips it the same way (vllm==0.15.1: models/interfaces.py:217-257;
 # gemma3_mm.py:525, llava_next.py:271; Qwen3.5 from its first release, vllm==0.19.0: qwen3_5.py:597, :821),
 # where Gemma 3 and LLaVA-NeXT built it whatever the limits before (vllm==0.14.0: gemma3_mm.py, llava_next.py).
+# the wrappers whose tower takes images and videos (Qwen3-VL's vision transformer); the others take images only
+VIDEO_TOWER_PREFIXES = ("Qwen3VL", "Qwen3_5")
+
+
+def _wrapped_by(a: dict, prefixes: tuple[str, ...]) -> bool:
+    archs = a.get("wrapper_architectures")
+    return isinstance(archs, list) and any(str(x).startswith(prefixes) for x in archs)
+
+
+def tower_modalities(a: dict) -> tuple[str, ...]:
+    """The modalities whose --limit-mm-per-prompt decide whether vLLM builds this wrapper's tower."""
+    return ("image", "video") if _wrapped_by(a, VIDEO_TOWER_PREFIXES) else ("image",)
+
+
 TOWER_SKIPPED_FROM: tuple[tuple[str, Release], ...] = (
     ("LlavaForConditionalGeneration", (0, 10, 1)),
     ("Llama4ForConditionalGeneration", (0, 10, 1)),
@@ -33,12 +47,11 @@ TOWER_SKIPPED_FROM: tuple[tuple[str, Release], ...] = (
 def tower_skipped(a: dict, release: Release, modalities_off: bool) -> bool:
     """Whether vLLM ``release`` builds no vision tower for this wrapper because every limit of its modalities
     is 0 (``modalities_off``)."""
-    archs = a.get("wrapper_architectures")
-    if not modalities_off or not isinstance(archs, list):
+    if not modalities_off:
         return False
     r = tuple(release) + (0,) * (4 - len(release))
     for prefix, first in TOWER_SKIPPED_FROM:
-        if any(str(x).startswith(prefix) for x in archs):
+        if _wrapped_by(a, (prefix,)):
             return r >= first + (0,) * (4 - len(first))
     return False
 
@@ -153,8 +166,8 @@ def qwen3_vl_tower_params(a: dict, tp: int) -> int:
     _vit_layer_params (QKV and proj with biases, qwen2_5_vl.py:370-386; fc1/fc2 with biases; two LayerNorms);
     the merger (:478-520): a LayerNorm over the vision width, fc1 (width x merge^2, output split) and fc2 (input
     split, out_hidden_size), and one more such merger per deepstack index. 0 without a full vision_config."""
-    v, archs = a.get("vision_config"), a.get("wrapper_architectures")
-    if not isinstance(v, dict) or not isinstance(archs, list) or not any(str(x).startswith(("Qwen3_5", "Qwen3VL")) for x in archs):
+    v = a.get("vision_config")
+    if not isinstance(v, dict) or not _wrapped_by(a, VIDEO_TOWER_PREFIXES):
         return 0
     keys = ("hidden_size", "intermediate_size", "num_heads", "depth", "patch_size", "out_hidden_size", "num_position_embeddings")
     if not all(isinstance(v.get(k), int) and v[k] > 0 for k in keys):

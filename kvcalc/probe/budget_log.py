@@ -48,6 +48,7 @@ SETTINGS: dict[str, re.Pattern[str]] = {
     "quantization": re.compile(r"'quantization': '([a-z0-9_-]+)'"),
 }
 _BOOLS = ("enforce_eager", "enable_prefix_caching")
+_TEXT = {"mamba_cache_mode": ("none", "align", "all"), "quantization": QUANTIZATIONS}
 FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
 # the torch.compile cache's state, as vLLM logs it at INFO: a cold compile ("Compiling a graph for compile range
 # %s takes %.2f s", "saved AOT compiled function"; vllm==0.29.0: compilation/backends.py:393-397, decorators.py:719)
@@ -73,8 +74,8 @@ def parse_budget(text: str) -> tuple[dict[str, float], dict[str, Any]]:
             v = m.group(1)
             if key in _BOOLS:
                 settings[key] = v == "True"
-            elif key in ("mamba_cache_mode", "quantization"):
-                if key == "mamba_cache_mode" or v in QUANTIZATIONS:
+            elif key in _TEXT:
+                if v in _TEXT[key]:  # not e.g. awq_marlin: vLLM's own choice, not a flag kvcalc takes
                     settings[key] = v
             else:
                 settings[key] = float(v) if "." in v else int(v)
