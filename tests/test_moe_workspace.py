@@ -80,3 +80,34 @@ def test_quantized_experts_not_charged() -> None:
     base = _peak("gpt-oss-20b", gpu="H100-80GB", vllm_version="0.13.0", max_model_len=8192, sampler="triton")
     new = _peak("gpt-oss-20b", gpu="H100-80GB", vllm_version="0.19.0", max_model_len=8192)
     assert new == base
+
+
+def test_fp8_experts_kernel_per_gpu_and_release() -> None:
+    from kvcalc.core.quant import fp8_moe_kernel
+
+    v19, v16 = rules_for("0.19.0")[0], rules_for("0.16.0")[0]
+    # no native FP8 before sm89: MarlinExperts (sm75+); Triton's FP8 path needs sm89 (vllm==0.19.0 fused_moe.py:1934)
+    assert fp8_moe_kernel(v19, 80, True, False) == "Marlin"
+    assert fp8_moe_kernel(v19, 75, False, False) == "Marlin"
+    assert fp8_moe_kernel(v19, 70, True, False) == ""
+    # sm89: FlashInfer, DeepGEMM and CUTLASS grouped GEMM need sm90+ (_custom_ops.py:879-881)
+    assert fp8_moe_kernel(v19, 89, True, True) == "Triton"
+    # Hopper, block scales: Triton for TP from 0.17 ("prefer Triton for TP and FI CUTLASS for EP")
+    assert fp8_moe_kernel(v19, 90, True, False) == "Triton"
+    assert fp8_moe_kernel(v19, 90, True, True) == ""
+    assert fp8_moe_kernel(v19, 90, False, False) == ""
+    assert fp8_moe_kernel(v16, 90, True, False) == ""
+    assert fp8_moe_kernel(v19, 100, True, False) == "" and fp8_moe_kernel(v19, 0, True, False) == ""
+
+
+def test_fp8_experts_workspace_by_hand() -> None:
+    # Qwen3-30B-A3B with --quantization fp8 on an A100 (Marlin FP8 experts), 2048 batched tokens, 256 sequences:
+    # MarlinExperts: (M x top_k, max(I, K)) with the output (M, K), and M x top_k x max(2I, K); I = 768, K = 2048
+    ws = 2048 * 8 * max(768, 2048) * 2 + 2048 * 8 * max(2 * 768, 2048) * 2  # 64 + 64 MiB
+    sampler = 256 * 151936 * 14 + 2048 * 2048 * 2  # Triton top-k/top-p path, 14 B per logit; retained hidden states
+    topk = 108 * 151936 * 4  # A100's 108 SMs x vocab x fp32
+    kw = dict(vllm_version="0.19.0", max_model_len=8192, max_num_seqs=256, max_num_batched_tokens=2048,
+              compile_cache="warm", quantization="fp8")
+    assert _peak("qwen3-30b-a3b", gpu="A100-80GB", **kw) == ws + sampler + topk
+    # the same on an H100: per-tensor FP8 experts take FlashInfer/CUTLASS kernels there, not modelled
+    assert _peak("qwen3-30b-a3b", gpu="H100-80GB", **kw) == 256 * 151936 * 14 + 2048 * 2048 * 2 + 132 * 151936 * 4

@@ -40,7 +40,7 @@ from kvcalc.core.mixers import EXPERT_KEYS
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
-from kvcalc.core.quant import QUANTIZATIONS, forced_awq, mxfp4_kernel
+from kvcalc.core.quant import QUANTIZATIONS, forced_awq, fp8_moe_kernel, mxfp4_kernel
 from kvcalc.core.units import figure, format_bytes, parse_size
 from kvcalc.core.vllm_rules import SAMPLER_V2_DUMMY, RuleLine, rules_for
 from kvcalc.core.weights import arch_int, estimate_weights
@@ -93,8 +93,7 @@ def _catalog_gpu(s: Settings, gpu_name: str | None) -> Gpu | None:
 
 def _scheduler(
     s: Settings, plan: ParallelPlan, total: int | None, gpu_name: str | None, version: str, max_model_len: int,
-    rules: tuple[RuleLine, str],
-    encoder_decoder: bool = False,
+    rules: tuple[RuleLine, str], encoder_decoder: bool = False,
 ) -> dict[str, Any]:
     """What the pool's inputs take from the scheduler: batched tokens, batches in flight, overrides."""
     if s.max_num_batched_tokens is not None:
@@ -223,7 +222,7 @@ def _activation(
     sampler = None if unused else s.sampler
     bpe, path = sampler_bytes_per_element(line, sampler, shapes.dtype_bytes)
     rows = min(mnbt, seqs[0])
-    kept, kept_how = _moe_kept(s, model, shapes, plan, mnbt, line)
+    kept, kept_how = _moe_kept(s, model, shapes, plan, mnbt, line, gpu)
     scratch_name = "Triton top-k/top-p buffer"
     if v2 and sampler in (None, "auto"):  # RuleLine.v2_logits_fp32_copy: 0.22-0.25 copy the logits to fp32
         copy = line.v2_logits_fp32_copy
@@ -340,19 +339,21 @@ def _topk_scratch(s: Settings, line: RuleLine, rows: int, vocab: int, gpu: Gpu |
 
 
 def _moe_kept(
-    s: Settings, model: ModelSpec, shapes: Shapes, plan: ParallelPlan, mnbt: int, line: RuleLine
+    s: Settings, model: ModelSpec, shapes: Shapes, plan: ParallelPlan, mnbt: int, line: RuleLine, gpu: Gpu | None
 ) -> tuple[int, str]:
-    """The fused-MoE workspace left allocated under the dummy sampler run. Modelled for the
-    unquantized CUDA path (TritonExperts: vllm==0.19.0 fused_moe/oracle/unquantized.py:176, :243-253);
-    quantized experts pick other kernels (MXFP4 on sm90+: monolithic Triton without the workspace
-    manager, oracle/mxfp4.py:103-110; Marlin, FP8 DeepGEMM/CUTLASS have their own shapes)."""
+    """The fused-MoE workspace left under the dummy sampler run: TritonExperts' shapes, for the unquantized CUDA path
+    (vllm==0.19.0 fused_moe/oracle/unquantized.py:176, :243-253) and FP8 experts on Marlin or Triton (fp8_moe_kernel);
+    other kernels (MXFP4 on sm90+: monolithic Triton without the workspace manager, oracle/mxfp4.py:103-110) not."""
     if not shapes.experts:
         return 0, ""
-    quant = model.arch.get("quantization_config")
-    method = _quantization(s) or (str(quant.get("quant_method") or "") if isinstance(quant, dict) else "")
-    if method:
-        return 0, f"fused-MoE workspace of {method} experts not modelled"
-    return moe_workspace(shapes, plan.tp, mnbt, line)
+    q = qc if isinstance(qc := model.arch.get("quantization_config"), dict) else {}
+    method = _quantization(s) or str(q.get("quant_method") or "")
+    fp8 = method in ("fp8", "fp8_e4m3") and q.get("quant_method", "fp8") == "fp8"
+    kernel = fp8_moe_kernel(line, gpu.sm if gpu else 0, bool(q.get("weight_block_size")), s.enable_expert_parallel)
+    if method and not (fp8 and kernel):
+        return 0, f"fused-MoE workspace of {method} experts not modelled" + (" on this GPU" if fp8 else "")
+    total, how = moe_workspace(shapes, plan.tp, mnbt, line)
+    return total, how + (f" ({kernel} FP8 experts)" if method else "")
 
 
 def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan, gpu_name: str | None) -> tuple[int, str]:

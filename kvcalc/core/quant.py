@@ -124,3 +124,22 @@ def mxfp4_marlin(line: RuleLine, sm: int) -> bool:
     if line.mxfp4_kernel in (MXFP4_TORCH27, MXFP4_NO_TRITON_KERNELS):
         return True
     return sm < 90 or sm >= 110
+
+
+def fp8_moe_kernel(line: RuleLine, sm: int, block: bool, expert_parallel: bool) -> str:
+    """The experts class vLLM's FP8 MoE oracle gives FP8 experts on compute capability ``sm``, where its
+    workspace has TritonExperts' shapes: "Marlin" before sm89 (no native FP8: TritonExperts and the CUTLASS,
+    DeepGEMM and FlashInfer kernels need sm89/sm90+, MarlinExperts sm75: vllm==0.19.0 fused_moe/fused_moe.py:
+    1934, fused_marlin_moe.py:565-567, flashinfer_cutlass_moe.py:125-133, _custom_ops.py:879-881; 0.14.0's
+    weight-only branch, oracle/fp8.py:104-109), "Triton" on sm89 and, from 0.17, on sm90 for 128x128 block
+    scales without expert parallelism (RuleLine.fp8_moe_hopper_triton); "" where another kernel (FlashInfer,
+    DeepGEMM, CUTLASS, AITER) or an unknown GPU (0) leaves the workspace not modelled. MarlinExperts' workspace
+    (M x top_k x max(I, K), M x top_k x max(2I, K), output M x K: fused_marlin_moe.py:686-694, I the sharded
+    intermediate size, :625-650) is TritonExperts' (fused_moe.py:1976-1991 with N = 2I)."""
+    if sm < 75:
+        return ""
+    if sm < 89:
+        return "Marlin"
+    if sm == 89 or (sm == 90 and block and not expert_parallel and line.fp8_moe_hopper_triton):
+        return "Triton"
+    return ""
