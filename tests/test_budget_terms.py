@@ -202,8 +202,15 @@ def test_non_torch_communicators_nvls_and_fusion_per_release() -> None:
     assert nt("0.10.2", 2) == 32 * mib + 3 * 492 * mib + 16 * mib
     # 0.21.0 ships NCCL 2.28.9 (torch 2.11.0), where NVLS needs only 2 GPUs (nvls.cc:161): 16 x 2 x 1 MiB x 2
     assert nt("0.21.0", 2) == 32 * mib + 492 * mib + 64 * mib + 3 * 512 * mib
-    # A100 (sm80): no measured communicator size, the per-peer estimate 4 MiB x 2 x 16 once; no NVLS, no fusion
+    # A100 (sm80): no measured communicator size, the estimate of one ring's connections 4 MiB x 2 x 16 once;
+    # no NVLS, no fusion
     assert nt("0.19.0", 2, sm=80) == 32 * mib + 128 * mib
+    # a ring connects each rank to its two neighbours only (nccl v2.27.5-1: src/transport/generic.cc:15-18), and the
+    # logits all-gather on one PCIe node is a ring (src/graph/tuning.cc:256-258): the same 128 MiB at TP 4 and 8
+    assert nt("0.19.0", 4, sm=89, nvswitch=False) == nt("0.19.0", 8, sm=89, nvswitch=False) == 32 * mib + 128 * mib
+    # 0.10.2 charges set-up too: the ring + the PP peer + custom all-reduce 2 x 8 MiB (8 x L40S TP 8 logged 0.21 GiB)
+    assert nt("0.10.2", 8, sm=89, nvswitch=False) == 32 * mib + 128 * mib + 16 * mib
+    assert nt("0.10.2", 2, pp=2, sm=89, nvswitch=False) == 32 * mib + 2 * 128 * mib + 16 * mib
 
 
 def test_gpt_oss_120b_mxfp4_weights_on_h100_match_the_vllm_0_10_1_1_log() -> None:

@@ -40,8 +40,9 @@ _SAMPLER_BYTES = {"native": 38, "flashinfer": FLASHINFER_SAMPLER_BYTES, "triton"
 # loaded by the first forward; an estimate (public 0.10 logs at TP 1 leave 0.02-0.04 GiB)
 NON_TORCH_BASE = 32 * MIB
 # NCCL communicators where no set-up size was measured (every GPU but Hopper/Blackwell behind an NVSwitch):
-# an estimate, not derived: NCCL_BUFFSIZE (4 MiB) x send+recv x 16 channels per peer; custom all-reduce
-# (vllm distributed/device_communicators/custom_all_reduce.py): an 8 MiB IPC buffer + signal
+# one ring's connections, not derived: NCCL_BUFFSIZE (4 MiB) x send+recv x 16 channels; a ring connects a rank to
+# its two neighbours only, whatever the ranks (nccl v2.27.5-1: src/transport/generic.cc:15-18), and an all-gather on
+# one node without NVLS is a ring (src/graph/tuning.cc:256-258); custom all-reduce: 8 MiB IPC buffer + signal
 NCCL_PER_PEER = 4 * MIB * 2 * 16
 CUSTOM_ALL_REDUCE = 2 * 8 * MIB
 # one NCCL communicator's set-up (init + the channels its first collective connects) on H100 behind an NVSwitch
@@ -395,15 +396,14 @@ def profile_peak(
 
 
 def _communicators(line: RuleLine, tp: int, pp: int, measured: bool) -> tuple[int, str]:
-    """NCCL communicator memory charged: before 0.11 every communicator vLLM builds at init (pynccl of the
-    TP, EP and PP groups, custom all-reduce) and torch's TP group communicator; from 0.11 only the latter,
-    which the profile run's logits all_gather creates (to 0.22) or connects (0.23+)."""
+    """NCCL communicator memory charged: before 0.11 every communicator vLLM builds at init (pynccl TP, EP, PP, custom
+    all-reduce) and torch's TP group's; from 0.11 only the latter, created (to 0.22) or connected by the logits all_gather."""
     if tp == 1 and (pp == 1 or not line.comm_setup_charged):
         return 0, ""
-    if not measured:  # no measured size: the per-peer estimate, once
-        peers = (tp - 1) + (1 if pp > 1 and line.comm_setup_charged else 0)
+    if not measured:  # no measured size: one ring's connections (the logits all-gather), once; + the PP peer
+        peers = (1 if tp > 1 else 0) + (1 if pp > 1 and line.comm_setup_charged else 0)
         car = CUSTOM_ALL_REDUCE if tp > 1 and line.comm_setup_charged else 0
-        how = f" + NCCL estimate {peers} peer(s) x {figure(NCCL_PER_PEER)}"
+        how = f" + NCCL estimate {peers} ring/peer connection set(s) x {figure(NCCL_PER_PEER)}"
         return peers * NCCL_PER_PEER + car, how + (f" + custom all-reduce {figure(car)}" if car else "")
     comms, car, what = 0, 0, []
     if line.comm_setup_charged:  # snapshot before init_worker_distributed_environment
