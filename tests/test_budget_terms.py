@@ -743,3 +743,16 @@ def test_probe_reads_the_quantization_the_user_gave(run_json) -> None:
     d = run_json("probe", "tests/data/vllm-budget/configs/qwen3-32b-awq.reconstructed.json", "--from-vllm-log",
                  "tests/data/vllm-budget/set22-culturedx-qwen3-32b-awq-5090-eager-0.17.1.log", "--gpu", "RTX-5090")
     assert "'quantization': 'awq'" in json.dumps(d)
+
+
+def test_gpu_auto_reaches_the_state_page_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM 0.33 adds a prefill-checkpoint page for gated-delta-net layers where FlashInfer runs their prefill
+    (Hopper); --gpu auto on a local H100 gets it as --gpu H100-80GB does (docs/vllm-releases.md 7)."""
+    from kvcalc.app.mamba_state import mamba_fields
+    from kvcalc.sources import localgpu
+
+    spec = resolve("tests/data/vllm-budget/configs/qwen3.5-27b.json").spec
+    named_fields, _ = mamba_fields(spec, Settings().with_(gpu="H100-80GB"), "0.33.0")
+    monkeypatch.setattr(localgpu, "_from_torch", lambda: ("NVIDIA H100 80GB HBM3", 85_020_000_000, "test"))
+    auto_fields, _ = mamba_fields(spec, Settings().with_(gpu="auto"), "0.33.0")
+    assert auto_fields == named_fields and named_fields["mamba_checkpoint_blocks"] == 1

@@ -26,11 +26,17 @@ def _mode(s: Settings) -> str | None:
 
 
 def _sm(s: Settings) -> int:
+    """The compute capability of --gpu; for --gpu auto the local card's, when the catalog holds it."""
     if s.gpu is None:
         return 0
-    from kvcalc.core.gpus import find_gpu, is_auto
+    from kvcalc.core.gpus import find_gpu, is_auto, match_device
 
-    return 0 if is_auto(s.gpu) else find_gpu(s.gpu).sm
+    if is_auto(s.gpu):
+        from kvcalc.sources.localgpu import detect
+
+        local = match_device(detect()[0])
+        return local.sm if local is not None else 0
+    return find_gpu(s.gpu).sm
 
 
 def mamba_fields(model: ModelSpec, s: Settings, version: str) -> tuple[dict[str, Any], str | None]:
