@@ -117,7 +117,9 @@ def test_gpu_auto_without_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     [("NVIDIA H100 80GB HBM3", "H100-80GB"), ("NVIDIA H100 PCIe", "H100-PCIe"), ("Tesla T4", "T4"),
      ("NVIDIA GeForce RTX 4090", "RTX-4090"), ("NVIDIA A100-SXM4-40GB", "A100-40GB"), ("NVIDIA RTX A6000", "RTX-A6000"),
      ("NVIDIA RTX 6000 Ada Generation", "RTX-6000-Ada"), ("AMD Instinct MI300X", "MI300X"),
-     ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX-PRO-6000"), ("NVIDIA RTX A5000", "RTX-A5000"), ("NVIDIA A40", "A40"), ("NVIDIA GeForce RTX 2080 Ti", "RTX-2080-Ti"), ("NVIDIA L40", None), ("NVIDIA A30", None)],
+     ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX-PRO-6000"), ("NVIDIA RTX A5000", "RTX-A5000"), ("NVIDIA A40", "A40"), ("NVIDIA GeForce RTX 2080 Ti", "RTX-2080-Ti"), ("NVIDIA L40", "L40"), ("NVIDIA A30", "A30"),
+     ("NVIDIA GeForce RTX 4090 D", "RTX-4090-D"), ("NVIDIA GeForce RTX 4080 SUPER", "RTX-4080-SUPER"), ("NVIDIA H20", "H20"),
+     ("NVIDIA H800", None)],
 )
 def test_device_names_match_the_catalog(device: str, entry: str | None) -> None:
     from kvcalc.core.gpus import match_device

@@ -102,6 +102,48 @@ CATALOG: tuple[Gpu, ...] = (
         "Blackwell, nvidia-smi 97887MiB (github.com/antirez/ds4/issues/431); WSL2 reports 95.59",
         ("RTX-PRO-6000-Blackwell", "RTX-PRO-6000-Blackwell-Server-Edition", "RTX-PRO-6000-Blackwell-Workstation-Edition",
          "PRO-6000", "RTXPRO6000"), True, sm=120),
+    # 2026-12-01 additions; "index file N": a public file the search index holds without naming its repository
+    Gpu("H100-64GB", _gib(63.29), "cluster notes '4 × NVIDIA H100, 64 GB (63.29 GiB usable to CUDA)' on MareNostrum 5 "
+        "acc nodes (index file 60688328609; other MN5 write-ups quote 63.29 beside nvidia-smi 65247MiB)",
+        ("H100-64G", "H100-SXM-64GB"), True, sm=90),
+    Gpu("A800-80GB", _gib(79.33), _oom("79.33", "github.com/hahnyuan/PB-LLM/issues/3") + " on an A800-80G; the same in "
+        "github.com/MoonshotAI/Kimi-VL/issues/51 (8 x A800); SXM or PCIe not stated", ("A800", "A800-SXM4-80GB"), True,
+        sm=80),
+    Gpu("A30", _gib(23.53), _oom("23.53", "github.com/google/RB-Modulation/issues/5") + " ('only 24G in A30')", ("A30-24GB",),
+        True, sm=80),
+    Gpu("L20", _gib(44.53), _oom("44.53", "github.com/Tencent-Hunyuan/HunyuanCustom/issues/36") + " on 8 x L20", (), True,
+        sm=89),
+    Gpu("L40", _gib(44.40), _oom("44.40", "github.com/NVlabs/Eagle/issues/68") + " on a single L40", (), True, sm=89),
+    Gpu("RTX-4080", 16049 * MIB, "torch device properties 'total_memory=16049MB, multi_processor_count=76' of an NVIDIA "
+        "GeForce RTX 4080 (index file 22567041692)", ("4080", "RTX4080"), True, sm=89, sms=76),
+    Gpu("RTX-4080-SUPER", 16852844544, "deviceQuery 'Total amount of global memory: 16072 MBytes (16852844544 bytes)' on "
+        "an RTX 4080 SUPER, Linux, CUDA 12.4 driver (index file 13464696544)", ("RTX4080SUPER", "RTX-4080S"), True,
+        sm=89, sms=80),
+    Gpu("RTX-5080", _gib(15.47), "vLLM EngineCore OOM 'GPU 0 has a total capacity of 15.47 GiB' on an RTX 5080, vLLM 0.30 "
+        "(index file 70302463552)", ("5080", "RTX5080"), True, sm=120, sms=84),
+    Gpu("RTX-5060-Ti", _gib(15.47), "torch OOM 'GPU 0 has a total capacity of 15.47 GiB' on an RTX 5060 Ti 16GB (index file "
+        "15211374239)", ("RTX-5060-Ti-16GB", "RTX5060TI"), True, sm=120),
+    Gpu("RTX-4060-Ti-16GB", 16722821120, "deviceQuery 'Total amount of global memory: 15948 MBytes (16722821120 bytes)' on "
+        "an RTX 4060 Ti 16GB, Linux, CUDA 13.1 driver (index file 29787678425)", ("RTX4060TI-16GB",), True, sm=89, sms=34),
+    Gpu("RTX-4070-Ti-SUPER", 15974 * MIB, "torch device properties 'total_memory=15974MB, multi_processor_count=66' of an "
+        "RTX 4070 Ti SUPER, driver 560.35.03 (index file 62007510912)", ("RTX4070TISUPER",), True, sm=89, sms=66),
+    Gpu("RTX-3090-Ti", 24114 * MIB, "torch device properties 'total_memory=24114MB, multi_processor_count=84' of an RTX "
+        "3090 Ti, driver 590.44.01 (index file 62087262535; 24112 MiB in github.com/pegainfer-project/pegainfer/issues/422)",
+        ("3090TI", "RTX3090TI"), True, sm=86, sms=84),
+    Gpu("RTX-4090-D", _gib(23.52), "a run report's 'GPU usable | 23.52 GiB (torch)' on an NVIDIA GeForce RTX 4090 D, driver "
+        "595.71.05, torch 2.13.0 (index file 58195549105)", ("RTX4090D", "4090D"), True, sm=89),
+    Gpu("RTX-3080", 10472390656, "deviceQuery 'Total amount of global memory: 9987 MBytes (10472390656 bytes)' on an RTX "
+        "3080 10GB, Linux, CUDA 12.0 driver (index file 41764090233)", ("3080", "RTX3080", "RTX-3080-10GB"), True,
+        sm=86, sms=68),
+    Gpu("V100-32GB", 34089730048, "deviceQuery 'Total amount of global memory: 32510 MBytes (34089730048 bytes)' on a "
+        "Tesla V100-SXM2-32GB (index file 3598356418); the PCIe card prints 34072559616", ("V100-SXM2-32GB",),
+        True, sm=70, sms=80),
+    Gpu("V100-16GB", 16928342016, "deviceQuery 'Total amount of global memory: 16144 MBytes (16928342016 bytes)' on a "
+        "Tesla V100-SXM2-16GB, CUDA 12.4 driver (index file 41594833804)", ("V100-SXM2-16GB",), True, sm=70, sms=80),
+    Gpu("MI250X", 65520 * MIB, "torch device properties 'total_memory=65520MB, multi_processor_count=110' of one AMD "
+        "Instinct MI250X GCD (index file 6974116335)", (), True, sms=110),
+    Gpu("MI355X", _gib(287.98), "HIP OOM 'GPU 0 has a total capacity of 287.98 GiB' on 8 x MI355X, ROCm 7.2 (index file "
+        "60904491974)", (), True),
     Gpu("MI300X", _gib(191.98), "HIP OOM 'GPU 0 has a total capacity of 191.98 GiB' on 8x MI300X "
         "(github.com/vllm-project/vllm/issues/7951)", (), True, sms=304),
     Gpu("MI325X", _gib(255.98), "HIP OOM 'GPU 0 has a total capacity of 255.98 GiB' on 8x MI325X "
