@@ -214,7 +214,9 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # (2.4.2; 8 x L40S TP 8 and 4 x RTX 3090 TP 4 inside): 169 of 200.
 # 26th held-out set (HELDOUT26.md, predicted at 16331af): four runs sets 18-19 had set aside for their then
 # uncatalogued GPUs (H100 64GB x 3, A800 TP 4), 4 within: 173 of 204.
-BOUND_HITS = 173
+# The RTX 4090's total under the R580 drivers that vLLM's CUDA 13 wheels (0.20.1+) need, 23.52 GiB (docs/vllm-budget.md
+# 2.1): the 0.29.0 and 0.23.0 RTX 4090 runs inside: 175 of 204.
+BOUND_HITS = 175
 BOUND_MAX_GIB = 5.4
 BOUND_WEIGHTS_GIB = 0.25  # MiniMax-M2.7 TP 4 (-0.22); gpt-oss-20b TP 2 was -0.58 before the Triton MXFP4 layout (-0.16)
 

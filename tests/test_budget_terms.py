@@ -758,3 +758,17 @@ def test_gpu_auto_reaches_the_state_page_rules(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(localgpu, "_from_torch", lambda: ("NVIDIA H100 80GB HBM3", 85_020_000_000, "test"))
     auto_fields, _ = mamba_fields(spec, Settings().with_(gpu="auto"), "0.33.0")
     assert auto_fields == named_fields and named_fields["mamba_checkpoint_blocks"] == 1
+
+
+def test_rtx_4090_total_follows_the_driver_a_cuda13_release_needs(run_json) -> None:
+    """vLLM 0.20.1+ pins CUDA 13 builds of torch (2.11.0 requires nvidia-nccl-cu13), which need driver 580 or later;
+    under those drivers the RTX 4090 reports 23.52 GiB (a 0.27.1 log), under older ones 23.64 (a torch OOM message)."""
+    def total(version: str) -> int:
+        return run_json("size", "qwen3-8b", "--gpu", "RTX-4090", "--vllm-version", version)["pool"]["gpu_memory_bytes"]
+
+    assert total("0.19.0") == round(23.64 * 2**30)
+    assert total("0.20.1") == total("0.33.0") == round(23.52 * 2**30)
+    # data-centre cards have no R580 figure: the same total either way
+    h100 = [run_json("size", "qwen3-8b", "--gpu", "H100-80GB", "--vllm-version", v)["pool"]["gpu_memory_bytes"]
+            for v in ("0.19.0", "0.33.0")]
+    assert h100[0] == h100[1] == round(79.18 * 2**30)

@@ -55,7 +55,7 @@ def test_table_is_well_formed() -> None:
     names = {g.name for g in CATALOG}
     for r in ROWS:
         assert r["GPU"] in names, r["GPU"]
-        assert r["role"] in {"primary", "agrees", "differs"}, r
+        assert r["role"] in {"primary", "agrees", "differs", "r580"}, r
         assert r["unit"] in {"GiB", "MiB", "bytes"}, r
         assert r["quoted line"].startswith("`") and r["quoted line"].endswith("`"), r
         assert r["URL"] == "none" or r["URL"].startswith("https://github.com/"), r
@@ -99,3 +99,15 @@ def test_cuda_figures_sit_under_the_nvidia_smi_totals_they_replace() -> None:
     for name, mib in smi.items():
         gpu = next(g for g in CATALOG if g.name == name)
         assert 0 < mib * 2**20 - gpu.memory_bytes < 2 * GIB, name
+
+
+def test_r580_totals_match_their_quoted_lines() -> None:
+    """An entry's R580-era total (used for vLLM's CUDA 13 releases) has one quoted row, and only such entries have one."""
+    r580 = {r["GPU"]: r for r in ROWS if r["role"] == "r580"}
+    assert r580, "no r580 row"
+    for gpu in CATALOG:
+        row = r580.get(gpu.name)
+        assert (row is not None) == bool(gpu.total_r580), gpu.name
+        if row is not None:
+            assert round(gpu.total_r580 / GIB, 2) == float(row["figure"]) and row["figure"] in gpu.r580_source
+            assert row["URL"].removeprefix("https://") in gpu.r580_source

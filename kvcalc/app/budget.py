@@ -35,7 +35,7 @@ from kvcalc.core.budget_rules import (
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.engine import default_max_num_batched_tokens, max_concurrent_batches
 from kvcalc.core.footprint import CacheSettings
-from kvcalc.core.gpus import Gpu, find_gpu, is_auto, match_device
+from kvcalc.core.gpus import Gpu, cuda_total, find_gpu, is_auto, match_device
 from kvcalc.core.mixers import EXPERT_KEYS
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
@@ -53,8 +53,8 @@ def _size(value: Any, flag: str) -> int | None:
     return None if value is None else parse_size(value, flag)
 
 
-def _gpu_total(s: Settings) -> tuple[str | None, int | None, str]:
-    """The GPU's name, its total memory and where the figure comes from."""
+def _gpu_total(s: Settings, line: RuleLine | None = None) -> tuple[str | None, int | None, str]:
+    """The GPU's name, its total memory (the R580-era figure for a CUDA 13 release) and where it comes from."""
     gpu_name, total, source = None, None, ""
     if is_auto(s.gpu):
         from kvcalc.sources.localgpu import detect
@@ -62,8 +62,8 @@ def _gpu_total(s: Settings) -> tuple[str | None, int | None, str]:
         gpu_name, total, source = detect()
     elif s.gpu is not None:
         gpu = find_gpu(s.gpu)
-        gpu_name, total = gpu.name, gpu.memory_bytes
-        source = f"catalog {gpu.name}: " + (gpu.source if gpu.cuda else f"{gpu.source}; pass --gpu-memory with vLLM's figure")
+        gpu_name, (total, src) = gpu.name, cuda_total(gpu, line is not None and line.cuda13_wheel)
+        source = f"catalog {gpu.name}: " + (src if gpu.cuda else f"{src}; pass --gpu-memory with vLLM's figure")
     if s.gpu_memory is not None:
         total = parse_size(s.gpu_memory, named("gpu_memory"))
         source = "--gpu-memory"
@@ -430,8 +430,8 @@ def budget_inputs(
 ) -> PoolInputs:
     if rules is None:
         rules = rules_for(version)
-    gpu_name, total, total_source = _gpu_total(s)
     line = rules[0]
+    gpu_name, total, total_source = _gpu_total(s, line)
     util, util_src = _utilization(s, line)
     common = _scheduler(s, plan, total, gpu_name, version, max_model_len, rules, model.encoder_decoder)
     bypass = _bypass(s, plan, total, common)

@@ -42,6 +42,11 @@ class Gpu:
     # vLLM's Triton top-k/top-p buffer (budget_rules.topk_sm_buffer); 0: no citable figure found.
     # Each figure's source: tests/data/gpu-totals/SM-COUNTS.md
     sms: int = 0
+    # CUDA's total under the drivers CUDA 13 needs (R580 and later; 0: not measured, or no different): GeForce cards
+    # report less there (RTX 4090: 23.52 GiB against 23.64). Used for the vLLM releases whose wheels are CUDA 13 builds
+    # (RuleLine.cuda13_wheel); the source is in r580_source and tests/data/gpu-totals/SOURCES.md (role r580)
+    total_r580: int = 0
+    r580_source: str = ""
 
 
 CATALOG: tuple[Gpu, ...] = (
@@ -73,7 +78,9 @@ CATALOG: tuple[Gpu, ...] = (
     Gpu("T4", _gib(14.74), _oom("14.74", "github.com/zai-org/CogVideo/issues/741"), (), True, sm=75, sms=40),
     Gpu("RTX-5090", _gib(31.37), _oom("31.37", "github.com/Wan-Video/Wan2.1/issues/465"), ("5090", "RTX5090"), True,
         sm=120, sms=170),
-    Gpu("RTX-4090", _gib(23.64), _oom("23.64", "github.com/ali-vilab/VGen/issues/104"), ("4090", "RTX4090"), True, sm=89, sms=128),
+    Gpu("RTX-4090", _gib(23.64), _oom("23.64", "github.com/ali-vilab/VGen/issues/104"), ("4090", "RTX4090"), True, sm=89, sms=128,
+        total_r580=_gib(23.52), r580_source="vLLM 0.27.1 log 'Free memory on device (22.64/23.52 GiB) on startup' on a RunPod RTX "
+        "4090 (github.com/alexostapiuk11/coldstart-recon-worker, fixtures/vllm_logs/startup_0.log)"),
     Gpu("RTX-3090", _gib(23.58), "vLLM log 'Memory profiling results: total_gpu_memory=23.58GiB' on RTX 3090 "
         "(github.com/vllm-project/vllm/issues/10517; 2023 torch OOM lines print 23.70, a 2026 one 23.54)",
         ("3090", "RTX3090"), True, sm=86, sms=82),
@@ -161,6 +168,14 @@ _BY_NAME: dict[str, Gpu] = {}
 def is_auto(name: object) -> bool:
     """``--gpu auto``: the local GPU, read at run time (sources.localgpu), not a catalog entry."""
     return isinstance(name, str) and name.strip().lower() == "auto"
+
+
+def cuda_total(gpu: Gpu, r580: bool) -> tuple[int, str]:
+    """The catalog total for a driver of the R580 era (``r580``: the release's wheels are CUDA 13 builds, which need
+    driver 580 or later) or for any driver, with its source."""
+    if r580 and gpu.total_r580:
+        return gpu.total_r580, gpu.r580_source + " (a CUDA 13 build of vLLM needs an R580+ driver)"
+    return gpu.memory_bytes, gpu.source
 
 
 def find_gpu(name: str) -> Gpu:

@@ -231,6 +231,11 @@ class RuleLine:
     # the same in 0.18.0-0.23.0); from 0.24.0 FlashInfer's floor is sm80, so Turing gets TRITON_ATTN (vllm==0.24.0:
     # v1/attention/backends/flashinfer.py:426-434, the same in 0.33.0)
     flashinfer_on_turing: bool = False
+    # the release's PyPI wheel pins a CUDA 13 build of torch (torch 2.11.0 requires nvidia-nccl-cu13, 2.10.0
+    # nvidia-nccl-cu12/cuda-runtime-cu12 12.8: the wheels' METADATA; vLLM 0.20.1-0.26 pin 2.11.0, 0.27-0.32 2.13.0,
+    # 0.33 2.14.0, 0.17-0.19 2.10.0), and CUDA 13.x needs driver >= 580 (docs.nvidia.com/deploy/cuda-compatibility/
+    # minor-version-compatibility.html, table 1), whose GeForce totals are lower (Gpu.total_r580)
+    cuda13_wheel: bool = True
     # the derived max_model_len of a YaRN config is original_max_position_embeddings x factor, and the
     # DeepSeek rope types scale max_position_embeddings by theirs (vllm==0.29.0: config/model.py:2445-2458;
     # vllm==0.9.2: config.py:3470-3480); from 0.30 those types are taken as already scaled (vllm==0.30.0 and
@@ -303,6 +308,7 @@ _BASE = dict(
     nvls_min_gpus=2,
     allreduce_fusion=True,
     flashinfer_on_turing=False,
+    cuda13_wheel=True,
     yarn_len_from_original=False,
     mm_budget_placeholder=False,
 )
@@ -337,7 +343,7 @@ _V0_21 = dict(_V0_23, fit_whose="models's", cpu_clause=False, tp_comm=TP_COMM_LA
 # kernel for >= 8 rows (v1/sample/ops/topk_topp_sampler.py:251) and caches its buffer (topk_topp_triton.py:1015-1019)
 _V0_20_1 = dict(_V0_21, sampler_path=SAMPLER_TRITON, topk_sm_buffer=True)
 # 0.20.0's torch pin was not read (no wheel in the index): its NCCL is taken as 0.19's 2.27.5
-_V0_20 = dict(_V0_20_1, tokens=TOKENS_PER_GROUP_MIN_BS, nvls_min_gpus=3)
+_V0_20 = dict(_V0_20_1, tokens=TOKENS_PER_GROUP_MIN_BS, nvls_min_gpus=3, cuda13_wheel=False)
 _V0_19 = dict(_V0_20, default_utilization=0.9, cudagraphs_subtracted=False, mamba_align=MAMBA_16)
 _V0_18 = dict(_V0_19, fit_check=FIT_FIRST_GROUP)
 _V0_17 = dict(_V0_18, group_ratio=125, moe_chunk_tokens=16384)
