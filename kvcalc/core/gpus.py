@@ -77,7 +77,8 @@ CATALOG: tuple[Gpu, ...] = (
         "(github.com/vllm-project/vllm/issues/372, 2023 driver; newer drivers report about 22.06)", ("A10",), True, sm=86),
     Gpu("T4", _gib(14.74), _oom("14.74", "github.com/zai-org/CogVideo/issues/741"), (), True, sm=75, sms=40),
     Gpu("RTX-5090", _gib(31.37), _oom("31.37", "github.com/Wan-Video/Wan2.1/issues/465"), ("5090", "RTX5090"), True,
-        sm=120, sms=170),
+        sm=120, sms=170, total_r580=_gib(31.36), r580_source="vLLM 0.28.0 log 'Free memory on device (30.86/31.36 GiB) on "
+        "startup' on an RTX 5090 (github.com/Drolsey/syslab-server, docs/models.md)"),
     Gpu("RTX-4090", _gib(23.64), _oom("23.64", "github.com/ali-vilab/VGen/issues/104"), ("4090", "RTX4090"), True, sm=89, sms=128,
         total_r580=_gib(23.52), r580_source="vLLM 0.27.1 log 'Free memory on device (22.64/23.52 GiB) on startup' on a RunPod RTX "
         "4090 (github.com/alexostapiuk11/coldstart-recon-worker, fixtures/vllm_logs/startup_0.log)"),
