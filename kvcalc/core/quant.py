@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from kvcalc.core.vllm_rules import MXFP4_NO_TRITON_KERNELS, MXFP4_TORCH27, MXFP4_VENDORED, RuleLine
+from kvcalc.core.vllm_rules import (
+    MXFP4_NO_TRITON_KERNELS,
+    MXFP4_TORCH27,
+    MXFP4_VENDORED,
+    MXFP4_VENDORED_FREED,
+    RuleLine,
+)
 from kvcalc.errors import ConfigError
 
 
@@ -105,10 +111,13 @@ def mxfp4_kernel(line: RuleLine, sm: int) -> str:
     """The MoE kernel whose layout a pip install of the release gives MXFP4 experts on compute capability ``sm``:
     "marlin" (mxfp4_marlin), "triton" on Hopper from 0.12 (triton_kernels ships in the wheel and TRITON comes
     before Marlin in the order: vllm==0.12.0: mxfp4.py:150-162; vllm==0.19.0: fused_moe/oracle/mxfp4.py:169-184,
-    204-207), or "" (unpadded: unknown GPU, sm100's FlashInfer/Triton layouts, not modelled)."""
+    204-207; "triton_freed" from 0.25, which frees the checkpoint's scales), or "" (unpadded: unknown GPU, sm100's
+    FlashInfer/Triton layouts, not modelled)."""
     if mxfp4_marlin(line, sm):
         return "marlin"
-    return "triton" if line.mxfp4_kernel == MXFP4_VENDORED and 90 <= sm < 100 else ""
+    if not 90 <= sm < 100 or line.mxfp4_kernel not in (MXFP4_VENDORED, MXFP4_VENDORED_FREED):
+        return ""
+    return "triton_freed" if line.mxfp4_kernel == MXFP4_VENDORED_FREED else "triton"
 
 
 def mxfp4_marlin(line: RuleLine, sm: int) -> bool:

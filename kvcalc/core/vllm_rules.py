@@ -105,6 +105,9 @@ MAMBA_MLA128 = MAMBA_BLOCK + "; MLA hybrids align >= 128"  # 0.27.0- (vllm==0.27
 MXFP4_TORCH27 = "Marlin on every CUDA GPU but sm100: the wheel pins torch 2.7.1"  # 0.10.1.x (vllm==0.10.1.1: mxfp4.py:123-135)
 MXFP4_NO_TRITON_KERNELS = "Marlin: triton_kernels and FlashInfer are optional extras"  # 0.10.2-0.11.x (vllm==0.11.0: mxfp4.py:59-102)
 MXFP4_VENDORED = "Marlin below sm90 and from sm110; Triton (vendored triton_kernels) on sm90-sm10x"  # 0.12.0- (vllm==0.12.0: mxfp4.py:150-162)
+# from 0.25 the Triton path deletes the checkpoint-layout scale (and value) parameters once swizzled
+# (vllm==0.25.0: model_executor/layers/fused_moe/oracle/mxfp4.py:1150-1157; the same in 0.33.0 :1466-1473)
+MXFP4_VENDORED_FREED = MXFP4_VENDORED + "; the Triton path frees the checkpoint's scales"  # 0.25.0-
 
 # how torch's NCCL communicator of the TP device group is paid inside the profiling window (docs/vllm-budget.md 2.4.2).
 # The profile run's logits all_gather goes through torch.distributed on that group (vllm==0.19.0: model_executor/
@@ -149,7 +152,7 @@ class RuleLine:
     # not the encoder length (vllm==0.11.0: vllm/v1/kv_cache_interface.py:256-262; vllm==0.10.2: :230-235)
     cross_from_batch: bool = True
     # the MXFP4 MoE kernel of a pip install (MXFP4_* above; kvcalc.core.quant.mxfp4_marlin)
-    mxfp4_kernel: str = MXFP4_VENDORED
+    mxfp4_kernel: str = MXFP4_VENDORED_FREED
     # --- the memory budget (issue 14; docs/vllm-budget.md cites each rule) ---
     # top-k/top-p path of the profile run's dummy sampler over max_num_seqs x vocab logits,
     # and its peak bytes per element with a bf16 model (docs/vllm-budget.md section 3)
@@ -288,7 +291,7 @@ _BASE = dict(
     mamba_align=MAMBA_MLA128,
     float_kv_mismatch=True,
     cross_from_batch=True,
-    mxfp4_kernel=MXFP4_VENDORED,
+    mxfp4_kernel=MXFP4_VENDORED_FREED,
     sampler_path=SAMPLER_V2,
     sampler_bytes=10,
     cuda_context_charged=False,
@@ -336,7 +339,7 @@ _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BA
 # "total consumed" (free-memory delta) from 0.27.0 (vllm==0.27.0: utils/mem_utils.py); not in 0.26.0
 _V0_26 = dict(_V0_27, concurrency=CONC_POOLED, mamba_align=MAMBA_BLOCK, free_delta_accounting=False)
 _V0_25 = dict(_V0_26, sliding=SW_BATCHED, in_flight_batches=False, v2_logits_fp32_copy=True)
-_V0_23 = dict(_V0_25, flashinfer_on_turing=True)
+_V0_23 = dict(_V0_25, flashinfer_on_turing=True, mxfp4_kernel=MXFP4_VENDORED)
 _V0_21 = dict(_V0_23, fit_whose="models's", cpu_clause=False, tp_comm=TP_COMM_LAZY)
 # 0.20.1 keeps 0.20.0's sampler: VLLM_USE_FLASHINFER_SAMPLER defaults to None (vllm==0.20.1: envs.py:717-721),
 # so the dummy sampler (top_p 0.9, top_k vocab - 1: v1/worker/gpu_model_runner.py:5646-5647) takes the Triton
@@ -385,7 +388,8 @@ LINES: tuple[RuleLine, ...] = (
     _line((0, 27, 0), (0, 27, 99), **_V0_27, v2_default_archs=V2_ARCHS_0_27, v2_default_rule=V2_LISTED_OR_DENSE),
     _line((0, 26, 0), (0, 26, 99), **_V0_26, v2_default_archs=V2_ARCHS_0_26, v2_default_rule=V2_LISTED_OR_DENSE),
     _line((0, 25, 0), (0, 25, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_25, v2_default_rule=V2_LISTED_OR_DENSE),
-    _line((0, 24, 0), (0, 24, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_24, v2_default_rule=V2_LISTED),
+    _line((0, 24, 0), (0, 24, 99), **_V0_25, v2_default_archs=V2_ARCHS_0_24, v2_default_rule=V2_LISTED,
+          mxfp4_kernel=MXFP4_VENDORED),
     _line((0, 23, 0), (0, 23, 99), **_V0_23, v2_default_archs=V2_ARCHS_0_23, v2_default_rule=V2_LISTED_DENSE_UNQUANTIZED),
     _line((0, 22, 0), (0, 22, 99), **dict(_V0_23, tp_comm=TP_COMM_LAZY), v2_default_archs=V2_ARCHS_0_22,
           v2_default_rule=V2_LISTED_DENSE_UNQUANTIZED),

@@ -143,18 +143,19 @@ def marlin_mxfp4_expert_bytes(experts: int, hidden: int, moe_inter: int, tp: int
     return experts * (values // 2 + values // 32 + (2 * i + h) * 2)
 
 
-def triton_mxfp4_expert_bytes(experts: int, hidden: int, moe_inter: int, tp: int) -> int:
+def triton_mxfp4_expert_bytes(experts: int, hidden: int, moe_inter: int, tp: int, keep_scales: bool = True) -> int:
     """Bytes of one MoE layer's MXFP4 experts on one TP rank under vLLM's Triton MoE backend on Hopper
     (triton_kernels' matmul_ogs, the default on sm90 from 0.12: vllm==0.15.1: model_executor/layers/quantization/
     mxfp4.py:322-329, 745-785; vllm==0.19.0: fused_moe/oracle/mxfp4.py:376-400, 721-746 with quantization/mxfp4.py:
     297-308): the per-rank intermediate size padded to 64; the values at 1/2 B; the checkpoint's scales (1/32 B a
     value) kept as the layer's parameters, beside the swizzled copy the kernel reads, whose rows
     HopperMXScaleLayout pads to 2 x num_warps(8) x 2 x 8 = 256 (third_party/triton_kernels/tensor_details/
-    layout_details/hopper_scale.py:22-30; w13's 2 I rows, w2's H rows); the biases cast to fp32."""
+    layout_details/hopper_scale.py:22-30; w13's 2 I rows, w2's H rows); the biases cast to fp32. From 0.25 the
+    checkpoint-layout scales are deleted once swizzled (``keep_scales`` False: vllm==0.25.0 oracle/mxfp4.py:1150-1157)."""
     i = _round_up(max(moe_inter // max(tp, 1), 1), 64)
     values = 3 * i * hidden
     swizzled = _round_up(2 * i, 256) * (hidden // 32) + _round_up(hidden, 256) * (i // 32)
-    return experts * (values // 2 + values // 32 + swizzled + (2 * i + hidden) * 4)
+    return experts * (values // 2 + (values // 32 if keep_scales else 0) + swizzled + (2 * i + hidden) * 4)
 
 
 # MXFP4 expert layouts by MoE kernel: bytes of one layer's experts on a rank, and how the source names it
@@ -162,6 +163,9 @@ MXFP4_LAYOUTS = {
     "marlin": (marlin_mxfp4_expert_bytes, ", padded for vLLM's Marlin MoE kernel (+ bf16 expert biases)"),
     "triton": (triton_mxfp4_expert_bytes, ", laid out for vLLM's Triton MoE kernel on Hopper (intermediate padded to 64, "
                "the checkpoint's scales beside their swizzled copy, fp32 expert biases)"),
+    "triton_freed": (lambda e, h, i, tp: triton_mxfp4_expert_bytes(e, h, i, tp, keep_scales=False),
+                     ", laid out for vLLM's Triton MoE kernel on Hopper (intermediate padded to 64, swizzled scales only: "
+                     "0.25+ frees the checkpoint's, fp32 expert biases)"),
 }
 
 
