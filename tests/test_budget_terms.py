@@ -768,6 +768,11 @@ def test_rtx_4090_total_follows_the_driver_a_cuda13_release_needs(run_json) -> N
 
     assert total("0.19.0") == round(23.64 * 2**30)
     assert total("0.20.1") == total("0.33.0") == round(23.52 * 2**30)
+    # a CUDA 12 variant of a new release on an R570 driver, or an old release on an R580 one: --nvidia-driver says so
+    pool = run_json("size", "qwen3-8b", "--gpu", "RTX-4090", "--vllm-version", "0.26.0", "--nvidia-driver", "570")["pool"]
+    assert pool["gpu_memory_bytes"] == round(23.64 * 2**30) and "--nvidia-driver 570" in pool["budget"][0][0]["source"]
+    pool = run_json("size", "qwen3-8b", "--gpu", "RTX-4090", "--vllm-version", "0.19.0", "--nvidia-driver", "580")["pool"]
+    assert pool["gpu_memory_bytes"] == round(23.52 * 2**30)
     # data-centre cards have no R580 figure: the same total either way
     h100 = [run_json("size", "qwen3-8b", "--gpu", "H100-80GB", "--vllm-version", v)["pool"]["gpu_memory_bytes"]
             for v in ("0.19.0", "0.33.0")]

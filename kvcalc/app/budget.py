@@ -61,8 +61,8 @@ def _gpu_total(s: Settings, line: RuleLine | None = None) -> tuple[str | None, i
 
         gpu_name, total, source = detect()
     elif s.gpu is not None:
-        gpu = find_gpu(s.gpu)
-        gpu_name, (total, src) = gpu.name, cuda_total(gpu, line is not None and line.cuda13_wheel)
+        gpu, driver = find_gpu(s.gpu), s.nvidia_driver
+        gpu_name, (total, src) = gpu.name, cuda_total(gpu, driver >= 580 if driver else bool(line and line.cuda13_wheel), driver)
         source = f"catalog {gpu.name}: " + (src if gpu.cuda else f"{src}; pass --gpu-memory with vLLM's figure")
     if s.gpu_memory is not None:
         total = parse_size(s.gpu_memory, named("gpu_memory"))

@@ -178,6 +178,11 @@ class Settings:
     gpu_memory: str | None = setting(
         None, "--gpu-memory", help="Total GPU memory: 80GiB, 79.1GiB, 80GB or bytes", kind=SIZE, panel=BUDGET
     )
+    nvidia_driver: int | None = setting(
+        None, "--nvidia-driver",
+        help="NVIDIA driver branch (570, 580, ...): GeForce cards report less memory under 580+ (default: what the release's "
+        "wheel needs: vLLM 0.20.1+ is a CUDA 13 build, driver 580+)", kind=POSITIVE, panel=BUDGET,
+    )
     gpu_memory_utilization: float | None = setting(
         None,
         "--gpu-memory-utilization",

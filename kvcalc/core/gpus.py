@@ -171,12 +171,13 @@ def is_auto(name: object) -> bool:
     return isinstance(name, str) and name.strip().lower() == "auto"
 
 
-def cuda_total(gpu: Gpu, r580: bool) -> tuple[int, str]:
-    """The catalog total for a driver of the R580 era (``r580``: the release's wheels are CUDA 13 builds, which need
-    driver 580 or later) or for any driver, with its source."""
+def cuda_total(gpu: Gpu, r580: bool, driver: int | None = None) -> tuple[int, str]:
+    """The catalog total under a driver of the R580 era (``r580``: ``driver`` >= 580 as given, or the release's wheel
+    is a CUDA 13 build, which needs one) or any other, with its source."""
+    why = f"--nvidia-driver {driver}" if driver else "a CUDA 13 build of vLLM needs an R580+ driver"
     if r580 and gpu.total_r580:
-        return gpu.total_r580, gpu.r580_source + " (a CUDA 13 build of vLLM needs an R580+ driver)"
-    return gpu.memory_bytes, gpu.source
+        return gpu.total_r580, f"{gpu.r580_source} ({why})"
+    return gpu.memory_bytes, gpu.source + (f" (--nvidia-driver {driver})" if driver and gpu.total_r580 else "")
 
 
 def find_gpu(name: str) -> Gpu:
