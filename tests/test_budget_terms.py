@@ -792,3 +792,15 @@ def test_mxfp4_triton_path_frees_the_checkpoint_scales_from_0_25() -> None:
     assert kept - freed == 32 * (3 * 2880 * 2880 // 32)  # 24,883,200 B a layer, 0.56 GiB over 24 layers
     # a public 0.26.0 start on an H100 PCIe logs "Model loading took 13.03 GiB" (tests/data/vllm-budget/
     # set27-lossyspec-...): 13.44 predicted with the scales kept, 12.88 without (calibration, weights term)
+
+
+def test_gpt_oss_raises_the_largest_cuda_graph_to_1024() -> None:
+    """gpt-oss's config class sets max_cudagraph_capture_size = 1024 unless sizes are given (vllm==0.28.0:
+    model_executor/models/config.py:393-412): [1, 2, 4] + 8..248 step 8 + 256..1024 step 16 = 3 + 31 + 49 = 83
+    sizes, as a public 0.28.0 start on an L40 logs ("PIECEWISE=83 (largest=1024), FULL=5 (largest=16)" with 16 seqs)."""
+    from kvcalc.core.budget_rules import capture_sizes
+
+    sizes = capture_sizes(16, 2048, 1024)
+    assert len(sizes) == 83 and max(sizes) == 1024 and len([x for x in sizes if x <= 16]) == 5
+    assert max(capture_sizes(16, 2048)) == 32  # any other model: 2 x max_num_seqs
+    assert max(capture_sizes(256, 512, 1024)) == 512  # never above max_num_batched_tokens

@@ -15,6 +15,7 @@ from kvcalc.core.vllm_rules import RuleLine
 from kvcalc.errors import PlanError, named
 
 HOPPER = 90
+GPT_OSS_MAX_CAPTURE = 1024  # gpt-oss's largest CUDA-graph size (below)
 FA3_MAX_HEAD_DIM = 256  # FA3's largest head size (hopper/flash_api.cpp get_max_headdim)
 FA3_LAYER_KINDS = frozenset({"full", "sliding"})
 
@@ -68,8 +69,9 @@ def cudagraph_term(
         sizes = tuple(sorted({int(x) for x in str(s.cudagraph_capture_sizes).split(",") if x.strip()}))
         if not sizes or min(sizes) < 1:
             raise PlanError(f"{named('cudagraph_capture_sizes')} must be positive integers, got {s.cudagraph_capture_sizes!r}")
-    else:
-        sizes = capture_sizes(seqs, mnbt)
+    else:  # gpt-oss raises the largest size to 1024 unless the sizes are given (GptOssForCausalLMConfig.
+        # verify_and_update_config: vllm==0.28.0 model_executor/models/config.py:393-412; 0.10.2: :262-287, the same list)
+        sizes = capture_sizes(seqs, mnbt, GPT_OSS_MAX_CAPTURE if model.model_type == "gpt_oss" else 0)
     # chunked local attention supports no CUDA graphs of its own (AttentionCGSupport.NEVER), so vLLM falls
     # back to PIECEWISE graphs only (vllm==0.20.1: model_executor/layers/attention/chunked_local_attention.py:42-49,
     # config/compilation.py:1345-1360)
