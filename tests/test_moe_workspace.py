@@ -111,3 +111,21 @@ def test_fp8_experts_workspace_by_hand() -> None:
     assert _peak("qwen3-30b-a3b", gpu="A100-80GB", **kw) == ws + sampler + topk
     # the same on an H100: per-tensor FP8 experts take FlashInfer/CUTLASS kernels there, not modelled
     assert _peak("qwen3-30b-a3b", gpu="H100-80GB", **kw) == 256 * 151936 * 14 + 2048 * 2048 * 2 + 132 * 151936 * 4
+
+
+def test_mxfp4_marlin_experts_keep_the_workspace_from_0_17() -> None:
+    from kvcalc.core.quant import workspace_kernel
+
+    q = {"quant_method": "mxfp4"}
+    # 0.17+: MXFP4 experts go through the modular kernel; before sm90 that is MarlinExperts (TritonExperts' shapes)
+    assert workspace_kernel(rules_for("0.19.0")[0], "mxfp4", q, 80, False) == "Marlin"
+    assert workspace_kernel(rules_for("0.28.0")[0], "mxfp4", q, 89, False) == "Marlin"
+    # 0.14-0.16 call fused_marlin_moe directly (caches per call); Hopper runs the monolithic Triton kernel
+    assert workspace_kernel(rules_for("0.16.0")[0], "mxfp4", q, 80, False) == ""
+    assert workspace_kernel(rules_for("0.19.0")[0], "mxfp4", q, 90, False) == ""
+    # gpt-oss-20b on an A100, 0.19.0, warm cache, 2048 batched tokens, 256 seqs: hidden 2880, I 2880, top-4
+    ws = 2048 * 4 * max(2880, 2880) * 2 + 2048 * 4 * max(2 * 2880, 2880) * 2  # 45 + 90 MiB
+    peak = _peak("gpt-oss-20b", gpu="A100-80GB", vllm_version="0.19.0", max_model_len=8192, max_num_seqs=256,
+                 max_num_batched_tokens=2048, compile_cache="warm")
+    sampler = 256 * 201088 * 14 + 2048 * 2880 * 2 + 108 * 201088 * 4  # Triton path, retained states, top-k buffer
+    assert peak == ws + sampler

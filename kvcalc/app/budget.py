@@ -40,7 +40,7 @@ from kvcalc.core.mixers import EXPERT_KEYS
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
-from kvcalc.core.quant import QUANTIZATIONS, forced_awq, fp8_moe_kernel, mxfp4_kernel
+from kvcalc.core.quant import QUANTIZATIONS, forced_awq, mxfp4_kernel, workspace_kernel
 from kvcalc.core.units import figure, format_bytes, parse_size
 from kvcalc.core.vllm_rules import SAMPLER_V2_DUMMY, RuleLine, rules_for
 from kvcalc.core.weights import arch_int, estimate_weights
@@ -342,18 +342,17 @@ def _moe_kept(
     s: Settings, model: ModelSpec, shapes: Shapes, plan: ParallelPlan, mnbt: int, line: RuleLine, gpu: Gpu | None
 ) -> tuple[int, str]:
     """The fused-MoE workspace left under the dummy sampler run: TritonExperts' shapes, for the unquantized CUDA path
-    (vllm==0.19.0 fused_moe/oracle/unquantized.py:176, :243-253) and FP8 experts on Marlin or Triton (fp8_moe_kernel);
+    (vllm==0.19.0 fused_moe/oracle/unquantized.py:176, :243-253) and quantized experts on Marlin or Triton (workspace_kernel);
     other kernels (MXFP4 on sm90+: monolithic Triton without the workspace manager, oracle/mxfp4.py:103-110) not."""
     if not shapes.experts:
         return 0, ""
     q = qc if isinstance(qc := model.arch.get("quantization_config"), dict) else {}
     method = _quantization(s) or str(q.get("quant_method") or "")
-    fp8 = method in ("fp8", "fp8_e4m3") and q.get("quant_method", "fp8") == "fp8"
-    kernel = fp8_moe_kernel(line, gpu.sm if gpu else 0, bool(q.get("weight_block_size")), s.enable_expert_parallel)
-    if method and not (fp8 and kernel):
-        return 0, f"fused-MoE workspace of {method} experts not modelled" + (" on this GPU" if fp8 else "")
+    kernel = workspace_kernel(line, method, q, gpu.sm if gpu else 0, s.enable_expert_parallel)
+    if method and not kernel:
+        return 0, f"fused-MoE workspace of {method} experts not modelled" + (" on this GPU" if method in ("fp8", "fp8_e4m3", "mxfp4") else "")
     total, how = moe_workspace(shapes, plan.tp, mnbt, line)
-    return total, how + (f" ({kernel} FP8 experts)" if method else "")
+    return total, how + (f" ({kernel} {method} experts)" if method else "")
 
 
 def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan, gpu_name: str | None) -> tuple[int, str]:

@@ -152,3 +152,13 @@ def fp8_moe_kernel(line: RuleLine, sm: int, block: bool, expert_parallel: bool) 
     if sm == 89 or (sm == 90 and block and not expert_parallel and line.fp8_moe_hopper_triton):
         return "Triton"
     return ""
+
+
+def workspace_kernel(line: RuleLine, method: str, quant: dict, sm: int, expert_parallel: bool) -> str:
+    """The experts class, with TritonExperts' workspace shapes, that quantized MoE experts run on: FP8 (fp8_moe_kernel)
+    and, from 0.17, MXFP4 on Marlin (RuleLine.mxfp4_modular; mxfp4_marlin: before sm90 and from sm110); "" elsewhere."""
+    if method in ("fp8", "fp8_e4m3") and quant.get("quant_method", "fp8") == "fp8":
+        return fp8_moe_kernel(line, sm, bool(quant.get("weight_block_size")), expert_parallel)
+    if method == "mxfp4" and line.mxfp4_modular and mxfp4_marlin(line, sm):
+        return "Marlin"
+    return ""

@@ -193,6 +193,9 @@ class RuleLine:
     # and FI CUTLASS for EP": vllm==0.17.0 fused_moe/oracle/fp8.py:85-95, the same in 0.33.0 :122-132); 0.14-0.16
     # try FlashInfer CUTLASS / DeepGEMM first there (vllm==0.16.0: oracle/fp8.py:154-165; 0.14.0: :72-138)
     fp8_moe_hopper_triton: bool = True
+    # MXFP4 experts go through the modular kernel (its workspace manager) from 0.17 (vllm==0.17.0: quantization/
+    # mxfp4.py:1046-1047, self.moe_kernel.apply); 0.14-0.16 call fused_marlin_moe, whose caches are per call (0.16.0: :904)
+    mxfp4_modular: bool = True
     # the dummy sampler goes through the Triton top-k/top-p kernel by default, which keeps an fp32
     # (min(next_pow2(min(SMs, rows)), SMs) x vocab) buffer in _TRITON_BUFFER_CACHE (vllm==0.19.0:
     # v1/sample/ops/topk_topp_triton.py:1010-1021; budget_rules.topk_sm_buffer). 0.17.0-0.20.0:
@@ -302,6 +305,7 @@ _BASE = dict(
     moe_workspace_kept=True,
     moe_chunk_tokens=0,
     fp8_moe_hopper_triton=True,
+    mxfp4_modular=True,
     topk_sm_buffer=False,
     v2_default_archs=(),
     v2_default_rule="",
@@ -352,12 +356,12 @@ _V0_18 = dict(_V0_19, fit_check=FIT_FIRST_GROUP)
 _V0_17 = dict(_V0_18, group_ratio=125, moe_chunk_tokens=16384)
 _V0_16 = dict(
     _V0_17, fit_check=FIT_WHOLE_MODEL, sampler_path=SAMPLER_NATIVE, sampler_bytes=38, topk_sm_buffer=False,
-    allreduce_fusion=False, fp8_moe_hopper_triton=False,
+    allreduce_fusion=False, fp8_moe_hopper_triton=False, mxfp4_modular=False,
 )
 _V0_13 = dict(
     _V0_17, fit_check=FIT_WORKER, request_ceil=False, gib_round=False, chunked=CHUNKED_PROMOTED,
     sampler_path=SAMPLER_NATIVE, sampler_bytes=38, moe_workspace_kept=False, topk_sm_buffer=False,
-    allreduce_fusion=False, fp8_moe_hopper_triton=False,
+    allreduce_fusion=False, fp8_moe_hopper_triton=False, mxfp4_modular=False,
 )
 _V0_12 = dict(_V0_13, docs_url=False, mm_budget_placeholder=True)
 _V0_11_2 = dict(
