@@ -213,6 +213,9 @@ def test_non_torch_communicators_nvls_and_fusion_per_release() -> None:
     # 0.10.2 charges set-up too: the ring + the PP peer + custom all-reduce 2 x 8 MiB (8 x L40S TP 8 logged 0.21 GiB)
     assert nt("0.10.2", 8, sm=89, nvswitch=False) == 32 * mib + 128 * mib + 16 * mib
     assert nt("0.10.2", 2, pp=2, sm=89, nvswitch=False) == 32 * mib + 2 * 128 * mib + 16 * mib
+    # the fusion pass takes compute capability 9.0 or the 10.x family (vllm==0.33.0: config/vllm.py:200-201): B300 (10.3)
+    # is charged as B200 (10.0) is
+    assert nt("0.33.0", 2, sm=103) == nt("0.33.0", 2, sm=100) and nt("0.33.0", 2, sm=120, nvswitch=False) < nt("0.33.0", 2, sm=100)
 
 
 def test_gpt_oss_120b_mxfp4_weights_on_h100_match_the_vllm_0_10_1_1_log() -> None:

@@ -16,7 +16,8 @@ SOURCES = Path(__file__).parent / "data" / "gpu-totals" / "SOURCES.md"
 NO_URL_YET = {"H100-80GB", "A100-80GB", "H200", "L40S", "H100-PCIe",
               # public files the search index holds without naming their repository (the id is in the source)
               "H100-64GB", "RTX-4080", "RTX-4080-SUPER", "RTX-5080", "RTX-5060-Ti", "RTX-4060-Ti-16GB",
-              "RTX-4070-Ti-SUPER", "RTX-3090-Ti", "RTX-4090-D", "RTX-3080", "V100-32GB", "V100-16GB", "MI250X", "MI355X"}
+              "RTX-4070-Ti-SUPER", "RTX-3090-Ti", "RTX-4090-D", "RTX-3080", "V100-32GB", "V100-16GB", "MI250X", "MI355X",
+              "B300"}
 
 
 def _rows() -> list[dict[str, str]]:

@@ -432,7 +432,7 @@ def non_torch(line: RuleLine, tp: int, pp: int, sm: int = 0, nvswitch: bool = Fa
         nvls = channels * 2 * NVLS_CHUNK_BYTES * tp
         total += nvls
         how += f" + NCCL NVLS {channels} channels x 2 x 1 MiB x {tp} ranks = {figure(nvls)}"
-    if line.allreduce_fusion and tp > 1 and pp == 1 and sm in (90, 100):
+    if line.allreduce_fusion and tp > 1 and pp == 1 and (sm == 90 or 100 <= sm < 110):  # 9.0 or the 10.x family
         fusion = FUSION_BUFFERS * FUSION_GRANULARITY
         total += fusion
         how += f" + FlashInfer all-reduce fusion workspace {FUSION_BUFFERS} x {figure(FUSION_GRANULARITY)}"

@@ -62,6 +62,9 @@ CATALOG: tuple[Gpu, ...] = (
         "(github.com/modelscope/DiffSynth-Studio/issues/1238)", ("H20-96GB",), True, sm=90, nvswitch=True),
     Gpu("B200", _gib(178.35), "device query 'Total Global Memory: 178.35 GB' (GiB despite the label) on NVIDIA B200 "
         "(github.com/pytorch/ao/pull/4002)", ("B200-180GB",), True, sm=100, nvswitch=True, sms=148),
+    Gpu("B300", 287428771840, "torch device properties printed as '显存：267.69 GiB (287428771840 bytes)', 148 SMs, "
+        "compute capability 10.3, on an NVIDIA B300 SXM6 AC (Modal; index file 69718187100)", ("B300-SXM6",), True, sm=103,
+        nvswitch=True, sms=148),
     Gpu("GB200", _gib(184.31), _oom("184.31", "github.com/vllm-project/vllm/issues/43951") + " on 4x GB200; the same in "
         "github.com/vllm-project/vllm/issues/52511", (), True, sm=100, nvswitch=True),
     Gpu("A100-80GB", _gib(79.25), _ISSUE14 + "; dennislee22 vLLM 0.10.1.1 A100 logs at two utilizations imply 79.28",

@@ -128,7 +128,7 @@ def mxfp4_marlin(line: RuleLine, sm: int) -> bool:
     package is absent, so Marlin on sm90 too (vllm==0.11.0: mxfp4.py:95-99); 0.12+: triton_kernels
     ships in the wheel, Triton on sm90-sm10x (vllm==0.12.0: mxfp4.py:150-162). sm100 (FlashInfer
     or Triton, with their own padding) is not modelled: no padding assumed."""
-    if sm <= 0 or sm == 100:
+    if sm <= 0 or 100 <= sm < 110:
         return False
     if line.mxfp4_kernel in (MXFP4_TORCH27, MXFP4_NO_TRITON_KERNELS):
         return True
