@@ -16,6 +16,16 @@ def _wide_terminal(monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_local_gpu():
+    """--gpu auto reads the local GPU once per process; each test starts without that answer (tests fake it)."""
+    from kvcalc.sources import localgpu
+
+    localgpu.detect.cache_clear()
+    yield
+    localgpu.detect.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def app():
     return build_app()

@@ -139,6 +139,7 @@ def test_gpu_auto_takes_the_catalog_rules_of_the_local_card(monkeypatch: pytest.
     named_terms, _ = predict(spec, Settings().with_(gpu="H100-80GB", **args))
     for device, same in (("NVIDIA H100 80GB HBM3", True), ("NVIDIA A40", False)):
         monkeypatch.setattr(localgpu, "_from_torch", lambda d=device: (d, h100.memory_bytes, "test"))
+        localgpu.detect.cache_clear()  # a new device for each pass of the loop
         auto_terms, _ = predict(spec, Settings().with_(gpu="auto", **args))
         assert (auto_terms["cudagraphs"] == named_terms["cudagraphs"]) is same
         assert (auto_terms["available"] == named_terms["available"]) is same

@@ -169,8 +169,8 @@ def _quantization(s: Settings) -> str | None:
 
 
 def _shapes(model: ModelSpec, cache: CacheSettings, s: Settings, sm: int) -> Shapes:
-    a = model.arch
-    fp8_act = fp8_mlp_activation(a, _quantization(s), sm, not s.enforce_eager)
+    a, quant = model.arch, _quantization(s)
+    fp8_act = fp8_mlp_activation(a, quant, sm, not s.enforce_eager)
     h = arch_int(a, "hidden_size", "d_model", "n_embd")
     experts = arch_int(a, *EXPERT_KEYS)
     dense = arch_int(a, "intermediate_size", "ffn_dim", "d_ff", "n_inner")
@@ -185,7 +185,7 @@ def _shapes(model: ModelSpec, cache: CacheSettings, s: Settings, sm: int) -> Sha
         vocab=arch_int(a, "vocab_size"),
         dtype_bytes=cache.mamba_dtype_bytes,
         experts_sliced=not s.enable_expert_parallel, mlp_act_bytes=1 if fp8_act else 0,
-        awq_dequant=forced_awq(a, _quantization(s)),
+        awq_dequant=forced_awq(a, quant),
     )
 
 

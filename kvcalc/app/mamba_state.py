@@ -29,14 +29,12 @@ def _sm(s: Settings) -> int:
     """The compute capability of --gpu; for --gpu auto the local card's, when the catalog holds it."""
     if s.gpu is None:
         return 0
-    from kvcalc.core.gpus import find_gpu, is_auto, match_device
+    from kvcalc.app.budget import _catalog_gpu
+    from kvcalc.core.gpus import is_auto
+    from kvcalc.sources.localgpu import detect
 
-    if is_auto(s.gpu):
-        from kvcalc.sources.localgpu import detect
-
-        local = match_device(detect()[0])
-        return local.sm if local is not None else 0
-    return find_gpu(s.gpu).sm
+    gpu = _catalog_gpu(s, detect()[0] if is_auto(s.gpu) else str(s.gpu))
+    return gpu.sm if gpu is not None else 0
 
 
 def mamba_fields(model: ModelSpec, s: Settings, version: str) -> tuple[dict[str, Any], str | None]:

@@ -7,6 +7,7 @@ one-line error (exit 2). Reads only GPU 0, the device vLLM's first worker takes.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 
@@ -47,8 +48,10 @@ def _from_nvidia_smi() -> tuple[str, int, str] | None:
     return name.strip(), int(mib.strip()) * MIB, "local GPU 0: nvidia-smi total (CUDA reports ~0.5 GiB less; install torch for the exact figure)"
 
 
+@functools.cache
 def detect() -> tuple[str, int, str]:
-    """(name, total bytes, source) of the local GPU 0."""
+    """(name, total bytes, source) of the local GPU 0, read once per process (the budget and the state-page rules
+    both ask; a failure is not cached)."""
     found = _from_torch() or _from_nvidia_smi()
     if found is None:
         raise KvcalcError(
