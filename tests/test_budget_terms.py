@@ -11,7 +11,8 @@ import pytest
 
 from kvcalc.app.budget_check import predict
 from kvcalc.app.settings import Settings
-from kvcalc.core.budget_rules import capture_sizes, default_max_num_seqs, sampler_bytes_per_element
+from kvcalc.core.budget_device import capture_sizes
+from kvcalc.core.budget_rules import default_max_num_seqs, sampler_bytes_per_element
 from kvcalc.core.gpus import find_gpu
 from kvcalc.core.quant import mxfp4_kernel, mxfp4_marlin
 from kvcalc.core.vllm_rules import rules_for
@@ -181,7 +182,7 @@ def test_parse_budget_reads_the_sampler_and_the_actual_usage_line() -> None:
 
 
 def test_non_torch_communicators_nvls_and_fusion_per_release() -> None:
-    from kvcalc.core.budget_rules import non_torch
+    from kvcalc.core.budget_device import non_torch
     from kvcalc.core.vllm_rules import rules_for
 
     mib = 1 << 20
@@ -529,7 +530,7 @@ def test_fa3_split_accumulators_in_the_full_graph_estimate_on_hopper() -> None:
     # Llama-3.1-8B on H100 (FA3), 0.20.1 defaults: max_num_seqs 1024, mnbt 8192, so 51 sizes up to 512 and
     # FULL graphs for all 51. FA3 with num_splits 32: out_accum 32 x 32 heads x 512 x 128 x 4 B and
     # softmax_lse_accum 32 x 32 x 512 x 4 B, held once by the warm-up and once by the capture; then
-    # 3.4 MiB (3,565,158 B) per graph for the 102 graphs (budget_rules.PER_GRAPH, measured from vLLM's own estimates).
+    # 3.4 MiB (3,565,158 B) per graph for the 102 graphs (budget_device.PER_GRAPH, measured from vLLM's own estimates).
     by_hand = 2 * (32 * 32 * 512 * 128 * 4 + 32 * 32 * 512 * 4) + 102 * 3_565_158
     h100 = _budget(gpu="H100-80GB", vllm_version="0.20.1", max_model_len=16384)
     assert h100["cudagraphs"] == by_hand
@@ -802,7 +803,7 @@ def test_gpt_oss_raises_the_largest_cuda_graph_to_1024() -> None:
     """gpt-oss's config class sets max_cudagraph_capture_size = 1024 unless sizes are given (vllm==0.28.0:
     model_executor/models/config.py:393-412): [1, 2, 4] + 8..248 step 8 + 256..1024 step 16 = 3 + 31 + 49 = 83
     sizes, as a public 0.28.0 start on an L40 logs ("PIECEWISE=83 (largest=1024), FULL=5 (largest=16)" with 16 seqs)."""
-    from kvcalc.core.budget_rules import capture_sizes
+    from kvcalc.core.budget_device import capture_sizes
 
     sizes = capture_sizes(16, 2048, 1024)
     assert len(sizes) == 83 and max(sizes) == 1024 and len([x for x in sizes if x <= 16]) == 5

@@ -12,6 +12,7 @@ from kvcalc.app.lora_budget import with_lora
 from kvcalc.app.mm_encoder import encoder_term, towers_off
 from kvcalc.app.runner import model_runner_v2, v2_by_default
 from kvcalc.app.settings import Settings
+from kvcalc.core.budget_device import non_torch
 from kvcalc.core.budget_rules import (
     DEFAULT_SM_COUNT,
     PP_INTERMEDIATE_KEYS,
@@ -24,7 +25,6 @@ from kvcalc.core.budget_rules import (
     fp8_marlin,
     fp8_mlp_activation,
     moe_workspace,
-    non_torch,
     pp_intermediate_buffers,
     profile_peak,
     sampler_bytes_per_element,

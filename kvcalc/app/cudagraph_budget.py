@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from kvcalc.app.runner import v2_by_default
 from kvcalc.app.settings import Settings
-from kvcalc.core.budget_rules import Shapes, capture_sizes, cudagraph_estimate
+from kvcalc.core.budget_device import capture_sizes, cudagraph_estimate
+from kvcalc.core.budget_rules import Shapes
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.units import parse_size
