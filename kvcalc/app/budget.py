@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kvcalc.app.budget_gpu import ambiguous_gpu, catalog_gpu, gpu_total, optional_size
 from kvcalc.app.cudagraph_budget import cudagraph_term
 from kvcalc.app.lora_budget import with_lora
 from kvcalc.app.mm_encoder import encoder_term, towers_off
@@ -35,7 +36,7 @@ from kvcalc.core.budget_rules import (
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.engine import default_max_num_batched_tokens, max_concurrent_batches
 from kvcalc.core.footprint import CacheSettings
-from kvcalc.core.gpus import Gpu, cuda_total, find_gpu, is_auto, match_device
+from kvcalc.core.gpus import Gpu
 from kvcalc.core.mixers import EXPERT_KEYS
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
@@ -49,29 +50,6 @@ from kvcalc.errors import PlanError, named
 MIB = 1 << 20
 
 
-def _size(value: Any, flag: str) -> int | None:
-    return None if value is None else parse_size(value, flag)
-
-
-def _gpu_total(s: Settings, line: RuleLine | None = None) -> tuple[str | None, int | None, str]:
-    """The GPU's name, its total memory (the R580-era figure for a CUDA 13 release) and where it comes from."""
-    gpu_name, total, source = None, None, ""
-    if is_auto(s.gpu):
-        from kvcalc.sources.localgpu import detect
-
-        gpu_name, total, source = detect()
-    elif s.gpu is not None:
-        gpu, driver = find_gpu(s.gpu), s.nvidia_driver
-        gpu_name, (total, src) = gpu.name, cuda_total(gpu, driver >= 580 if driver else bool(line and line.cuda13_wheel), driver)
-        source = f"catalog {gpu.name}: " + (src if gpu.cuda else f"{src}; pass --gpu-memory with vLLM's figure")
-    if s.gpu_memory is not None:
-        total = parse_size(s.gpu_memory, named("gpu_memory"))
-        source = "--gpu-memory"
-        if total <= 0:
-            raise PlanError(f"{named('gpu_memory')} must be larger than 0")
-    return gpu_name, total, source
-
-
 def _utilization(s: Settings, line: RuleLine) -> tuple[float, str]:
     if s.gpu_memory_utilization is None:
         return line.default_utilization, f"vLLM {line.label} default {line.default_utilization}"
@@ -79,16 +57,6 @@ def _utilization(s: Settings, line: RuleLine) -> tuple[float, str]:
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not (0 < util <= 1) or util != util:
         raise PlanError(f"{named('gpu_memory_utilization')} must be in (0, 1], got {util!r}")
     return float(util), "--gpu-memory-utilization"
-
-
-def _catalog_gpu(s: Settings, gpu_name: str | None) -> Gpu | None:
-    """The catalog entry for --gpu; for --gpu auto, the local device's name matched to the catalog
-    (None for a card the catalog does not hold)."""
-    if gpu_name is None or s.gpu is None:
-        return None
-    if is_auto(s.gpu):
-        return match_device(gpu_name)
-    return find_gpu(s.gpu)
 
 
 def _scheduler(
@@ -140,7 +108,7 @@ def _weights(
                               towers_off=vllm_extras and towers_off(s, model))
     est = estimate_weights(model, plan, quant, expert_ranks=ep, **kw)
     ep_how = f"; experts whole across {ep} ranks (expert parallelism)" if ep else ""
-    weights_flag = _size(s.weights_bytes, named("weights_bytes"))
+    weights_flag = optional_size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
         return est.bytes_per_stage, f"{est.method}{ep_how}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
     if weights_flag is not None:
@@ -202,7 +170,7 @@ def _activation(
     stage: int, gpu: Gpu | None = None,
 ) -> tuple[int, str]:
     """torch peak increase of vLLM's profile_run on one GPU of PP stage ``stage``."""
-    act = _size(s.activation_bytes, named("activation_bytes"))
+    act = optional_size(s.activation_bytes, named("activation_bytes"))
     if act is not None:
         return act, "--activation-bytes"
     if s.sampler is not None and s.sampler not in SAMPLERS:
@@ -356,31 +324,12 @@ def _moe_kept(
 
 
 def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan, gpu_name: str | None) -> tuple[int, str]:
-    over = _size(s.overhead_bytes, named("overhead_bytes"))
+    over = optional_size(s.overhead_bytes, named("overhead_bytes"))
     if over is not None:
         return over, "--overhead-bytes"
-    gpu = _catalog_gpu(s, gpu_name)
+    gpu = catalog_gpu(s, gpu_name)
     gpu = gpu if gpu is not None and gpu.sm else None
     return non_torch(line, plan.tp, plan.pp, sm=gpu.sm if gpu else 0, nvswitch=gpu is not None and gpu.nvswitch)
-
-
-def _ambiguous_gpu(asked: str | None) -> tuple[str, ...]:
-    """A short alias that other cards' names also start with (--gpu A100) says what it means."""
-    if asked is None or is_auto(asked):
-        return ()
-    from kvcalc.core.gpus import CATALOG
-
-    gpu = find_gpu(asked)
-    key = asked.strip().upper().replace("_", "-").replace(" ", "-")
-    if key == gpu.name.upper():
-        return ()
-    others = [g.name for g in CATALOG if g is not gpu and g.name.upper().startswith(key)]
-    if not others:
-        return ()
-    return (
-        f"--gpu {asked} means {gpu.name} ({figure(gpu.memory_bytes)}); "
-        f"give --gpu {' or --gpu '.join(others)} for the other {'card' if len(others) == 1 else 'cards'}",
-    )
 
 
 def _kv_memory_per_stage(s: Settings, plan: ParallelPlan) -> tuple[int, ...] | None:
@@ -407,12 +356,12 @@ def _bypass(s: Settings, plan: ParallelPlan, total: int | None, common: dict[str
         note = "--kv-cache-memory set: gpu_memory_utilization and the profiled terms are ignored, as vLLM does"
         return PoolInputs(
             available_per_stage=per_stage, terms=terms, kv_cache_memory_given=True,
-            notes=(*_ambiguous_gpu(s.gpu), note), **common,
+            notes=(*ambiguous_gpu(s.gpu), note), **common,
         )
     if total is None:
         if common["num_gpu_blocks_override"] is not None:
             terms = tuple((BudgetTerm("KV cache memory per GPU", 0, "--num-gpu-blocks-override decides"),) for _ in range(plan.pp))
-            return PoolInputs(available_per_stage=(0,) * plan.pp, terms=terms, notes=_ambiguous_gpu(s.gpu), **common)
+            return PoolInputs(available_per_stage=(0,) * plan.pp, terms=terms, notes=ambiguous_gpu(s.gpu), **common)
         raise PlanError(f"the pool needs {named('gpu')}, {named('gpu_memory')} or {named('kv_cache_memory')}")
     return None
 
@@ -430,7 +379,7 @@ def budget_inputs(
     if rules is None:
         rules = rules_for(version)
     line = rules[0]
-    gpu_name, total, total_source = _gpu_total(s, line)
+    gpu_name, total, total_source = gpu_total(s, line)
     util, util_src = _utilization(s, line)
     common = _scheduler(s, plan, total, gpu_name, version, max_model_len, rules, model.encoder_decoder)
     bypass = _bypass(s, plan, total, common)
@@ -439,7 +388,7 @@ def budget_inputs(
     assert total is not None  # _bypass answers when there is no total
     # vLLM request_memory: ceil(total x utilization) from 0.14; the float product before
     requested = math.ceil(total * util) if line.request_ceil else int(total * util)
-    gpu = _catalog_gpu(s, gpu_name)
+    gpu = catalog_gpu(s, gpu_name)
     sm = gpu.sm if gpu else 0
     stage_weights = _weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, mxfp4_kernel(line, sm), fp8_marlin=fp8_marlin(sm))
     weights, src = with_lora(s, model, plan, *stage_weights, cache.mamba_dtype_bytes)
@@ -448,7 +397,7 @@ def budget_inputs(
     seqs = _max_num_seqs(s, line, total, gpu_name)
     over, over_src = _overhead(s, line, plan, gpu_name)
     graph, graph_src = cudagraph_term(s, line, shapes, model, plan, mnbt, seqs[0], sm)
-    notes: list[str] = list(_ambiguous_gpu(s.gpu))
+    notes: list[str] = list(ambiguous_gpu(s.gpu))
     v2 = bool(model_runner_v2(line, model, s))  # the release runs model runner V2 for this model
     encoder = encoder_term(s, model, line, plan.tp, mnbt, seqs[0], max_model_len, shapes.dtype_bytes, v2)
     if _multimodal(model) and encoder is None:

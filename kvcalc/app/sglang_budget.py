@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.budget import _catalog_gpu, _gpu_total, _size, _weights
+from kvcalc.app.budget import _weights
+from kvcalc.app.budget_gpu import catalog_gpu, gpu_total, optional_size
 from kvcalc.app.settings import Settings
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.footprint import CacheSettings, stage_specs
@@ -99,7 +100,7 @@ def _free_memory(
     rope: tuple[int, str] = (0, "")
     if after is None and before is not None:
         # a catalog GPU that is not NVIDIA's has sm 0; one given by its memory alone (or auto) is taken as CUDA
-        gpu = _catalog_gpu(s, gpu_name)
+        gpu = catalog_gpu(s, gpu_name)
         nvidia = gpu is None or gpu.sm > 0
         rope = rope_cache_bytes(model.arch, model.head_dim, model.mla, MODEL_DTYPES.get(model.dtype, 2),
                                 parse_release(str(s.sglang_version)), nvidia)
@@ -110,7 +111,7 @@ def _free_memory(
 
 def _preload_overhead(s: Settings, plan: ParallelPlan) -> tuple[int, str]:
     """Memory in use when SGLang measures P: CUDA context, cuBLAS, NCCL and custom all-reduce buffers."""
-    given = _size(s.overhead_bytes, named("overhead_bytes"))
+    given = optional_size(s.overhead_bytes, named("overhead_bytes"))
     if given is not None:
         return given, "--overhead-bytes"
     ranks = plan.tp * plan.pp
@@ -147,7 +148,7 @@ def sglang_inputs(
 ) -> tuple[SglangInputs, Line]:
     line, rules = rules_for(str(s.sglang_version))
     attn, dp = attention_plan(s, plan)
-    gpu_name, total, _src = _gpu_total(s)
+    gpu_name, total, _src = gpu_total(s)
     gpu_mib = total // MIB if total is not None else None
     if s.chunked_prefill_size is not None:
         chunk, chunk_src = int(s.chunked_prefill_size), "--chunked-prefill-size"

@@ -1,0 +1,66 @@
+"""The GPU side of the budget's inputs: the card's total memory (catalog, local device or
+--gpu-memory, with the driver era), its catalog entry, and the note an ambiguous --gpu alias earns.
+Shared by the vLLM budget (app.budget), the SGLang budget and the hybrid state-page rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcalc.app.settings import Settings
+from kvcalc.core.gpus import Gpu, cuda_total, find_gpu, is_auto, match_device
+from kvcalc.core.units import figure, parse_size
+from kvcalc.core.vllm_rules import RuleLine
+from kvcalc.errors import PlanError, named
+
+
+def optional_size(value: Any, flag: str) -> int | None:
+    """A size setting in bytes, or None where it is not set."""
+    return None if value is None else parse_size(value, flag)
+
+
+def gpu_total(s: Settings, line: RuleLine | None = None) -> tuple[str | None, int | None, str]:
+    """The GPU's name, its total memory (the R580-era figure for a CUDA 13 release) and where it comes from."""
+    gpu_name, total, source = None, None, ""
+    if is_auto(s.gpu):
+        from kvcalc.sources.localgpu import detect
+
+        gpu_name, total, source = detect()
+    elif s.gpu is not None:
+        gpu, driver = find_gpu(s.gpu), s.nvidia_driver
+        gpu_name, (total, src) = gpu.name, cuda_total(gpu, driver >= 580 if driver else bool(line and line.cuda13_wheel), driver)
+        source = f"catalog {gpu.name}: " + (src if gpu.cuda else f"{src}; pass --gpu-memory with vLLM's figure")
+    if s.gpu_memory is not None:
+        total = parse_size(s.gpu_memory, named("gpu_memory"))
+        source = "--gpu-memory"
+        if total <= 0:
+            raise PlanError(f"{named('gpu_memory')} must be larger than 0")
+    return gpu_name, total, source
+
+
+def catalog_gpu(s: Settings, gpu_name: str | None) -> Gpu | None:
+    """The catalog entry for --gpu; for --gpu auto, the local device's name matched to the catalog
+    (None for a card the catalog does not hold)."""
+    if gpu_name is None or s.gpu is None:
+        return None
+    if is_auto(s.gpu):
+        return match_device(gpu_name)
+    return find_gpu(s.gpu)
+
+
+def ambiguous_gpu(asked: str | None) -> tuple[str, ...]:
+    """A short alias that other cards' names also start with (--gpu A100) says what it means."""
+    if asked is None or is_auto(asked):
+        return ()
+    from kvcalc.core.gpus import CATALOG
+
+    gpu = find_gpu(asked)
+    key = asked.strip().upper().replace("_", "-").replace(" ", "-")
+    if key == gpu.name.upper():
+        return ()
+    others = [g.name for g in CATALOG if g is not gpu and g.name.upper().startswith(key)]
+    if not others:
+        return ()
+    return (
+        f"--gpu {asked} means {gpu.name} ({figure(gpu.memory_bytes)}); "
+        f"give --gpu {' or --gpu '.join(others)} for the other {'card' if len(others) == 1 else 'cards'}",
+    )
