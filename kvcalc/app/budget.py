@@ -92,7 +92,7 @@ def _scheduler(
     )
 
 
-def _weights(
+def weights_per_stage(
     s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, dtype_bytes: int = 0, mxfp4: str = "",
     vllm_extras: bool = True, fp8_marlin: bool = False,
 ) -> tuple[tuple[int, ...], str]:
@@ -390,7 +390,7 @@ def budget_inputs(
     requested = math.ceil(total * util) if line.request_ceil else int(total * util)
     gpu = catalog_gpu(s, gpu_name)
     sm = gpu.sm if gpu else 0
-    stage_weights = _weights(s, model, plan, checkpoint, cache.mamba_dtype_bytes, mxfp4_kernel(line, sm), fp8_marlin=fp8_marlin(sm))
+    stage_weights = weights_per_stage(s, model, plan, checkpoint, cache.mamba_dtype_bytes, mxfp4_kernel(line, sm), fp8_marlin=fp8_marlin(sm))
     weights, src = with_lora(s, model, plan, *stage_weights, cache.mamba_dtype_bytes)
     mnbt = common["max_num_batched_tokens"]
     shapes = _shapes(model, cache, s, sm)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.budget import _weights
+from kvcalc.app.budget import weights_per_stage
 from kvcalc.app.budget_gpu import catalog_gpu, gpu_total, optional_size
 from kvcalc.app.settings import Settings
 from kvcalc.core.dtypes import MODEL_DTYPES
@@ -91,7 +91,7 @@ def _free_memory(
     else the load leaves on the GPU when A is estimated (the RoPE table; 0 when A is given)."""
     before = parse_size(s.free_before_weights, named("free_before_weights")) if s.free_before_weights is not None else None
     after = parse_size(s.free_after_weights, named("free_after_weights")) if s.free_after_weights is not None else None
-    weights, w_src = _weights(s, model, plan, checkpoint, vllm_extras=False)
+    weights, w_src = weights_per_stage(s, model, plan, checkpoint, vllm_extras=False)
     b_src = "--free-before-weights (SGLang's 'Load weight begin. avail mem=')"
     if before is None and total is not None:
         over, over_src = _preload_overhead(s, plan)
