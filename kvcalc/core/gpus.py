@@ -78,7 +78,9 @@ CATALOG: tuple[Gpu, ...] = (
         "with the CUDA 12.4 driver prints 21.95 GiB (23570219008 B)", (), True, sm=89, sms=58),
     Gpu("A10G", _gib(22.19), "torch OOM '(GPU 0; 22.19 GiB total capacity; ...)' on AWS ml.g5 (A10G) instances "
         "(github.com/vllm-project/vllm/issues/372, 2023 driver; newer drivers report about 22.06)", ("A10",), True, sm=86),
-    Gpu("T4", _gib(14.74), _oom("14.74", "github.com/zai-org/CogVideo/issues/741"), (), True, sm=75, sms=40),
+    Gpu("T4", _gib(14.74), _oom("14.74", "github.com/zai-org/CogVideo/issues/741"), (), True, sm=75, sms=40,
+        total_r580=_gib(14.56), r580_source="vLLM 0.28.0 log 'Free memory on device (14.46/14.56 GiB) on startup' on a Colab "
+        "Tesla T4 with torch 2.13.0+cu130 (github.com/dipan010/keel, bench/colab/vllm_probe-2.ipynb)"),
     Gpu("RTX-5090", _gib(31.37), _oom("31.37", "github.com/Wan-Video/Wan2.1/issues/465"), ("5090", "RTX5090"), True,
         sm=120, sms=170, total_r580=_gib(31.36), r580_source="vLLM 0.28.0 log 'Free memory on device (30.86/31.36 GiB) on "
         "startup' on an RTX 5090 (github.com/Drolsey/syslab-server, docs/models.md)"),
