@@ -12,6 +12,8 @@ from kvcalc.core.units import figure, parse_size
 from kvcalc.core.vllm_rules import RuleLine
 from kvcalc.errors import PlanError, named
 
+DRIVER_BRANCHES = (100, 9999)  # NVIDIA's branches run 3 digits (R384 ... R580); 4 leaves room, more is a typo
+
 
 def optional_size(value: Any, flag: str) -> int | None:
     """A size setting in bytes, or None where it is not set."""
@@ -27,6 +29,8 @@ def gpu_total(s: Settings, line: RuleLine | None = None) -> tuple[str | None, in
         gpu_name, total, source = detect()
     elif s.gpu is not None:
         gpu, driver = find_gpu(s.gpu), s.nvidia_driver
+        if driver is not None and not (DRIVER_BRANCHES[0] <= driver <= DRIVER_BRANCHES[1]):
+            raise PlanError(f"{named('nvidia_driver')} is a driver branch such as 570 or 580 (a number of 3 or 4 digits), got {driver}")
         gpu_name, (total, src) = gpu.name, cuda_total(gpu, driver >= 580 if driver else bool(line and line.cuda13_wheel), driver)
         source = f"catalog {gpu.name}: " + (src if gpu.cuda else f"{src}; pass --gpu-memory with vLLM's figure")
     if s.gpu_memory is not None:
