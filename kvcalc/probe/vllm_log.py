@@ -241,7 +241,9 @@ def _settings_from_log(log: VllmLog, settings: Any, version: str, given: dict[st
     notes: list[str] = []
     names = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size", "kv_dtype": "kv_cache_dtype"}
     if log.settings.get("max_num_batched_tokens") is None and settings.max_num_batched_tokens is None:
-        notes.append("max_num_batched_tokens is not in the log: kvcalc's default for an unknown GPU (2048) is used; "
+        which = f"the release's default for --gpu {settings.gpu} and the usage context" if settings.gpu else (
+            "kvcalc's default for an unknown GPU (2048)")
+        notes.append(f"max_num_batched_tokens is not in the log: {which} is used; "
                      "sliding-window, chunked-local and cross-attention reservations depend on it "
                      "(give --max-num-batched-tokens)")
     for key in ("tp", "pp", "kv_dtype", "max_num_batched_tokens", "block_size", "dtype", "num_gpu_blocks_override",
