@@ -112,3 +112,13 @@ def test_r580_totals_match_their_quoted_lines() -> None:
         if row is not None:
             assert round(gpu.total_r580 / GIB, 2) == float(row["figure"]) and row["figure"] in gpu.r580_source
             assert row["URL"].removeprefix("https://") in gpu.r580_source
+
+
+def test_gpus_lists_the_r580_totals(run_json) -> None:
+    """`kvcalc gpus` shows the R580-era figure beside the older one: the T4's 14.56 GiB is the 0.28.0 Colab
+    log's 'Free memory on device (14.46/14.56 GiB)', its 14.74 GiB the torch OOM line (SOURCES.md)."""
+    rows = {r["name"]: r for r in run_json("gpus")}
+    t4 = rows["T4"]
+    assert abs(t4["memory_bytes_r580"] - 14.56 * GIB) <= 0.005 * GIB and abs(t4["memory_bytes"] - 14.74 * GIB) <= 0.005 * GIB
+    assert "dipan010/keel" in t4["source_r580"]
+    assert rows["H100-80GB"]["memory_bytes_r580"] is None and rows["H100-80GB"]["source_r580"] is None

@@ -24,16 +24,21 @@ def gpus(format: o.Format = "table", units: o.Units = "iec") -> None:
     for g in CATALOG:
         mnbt, _ = default_max_num_batched_tokens(g.memory_bytes, g.name)
         rows.append({"name": g.name, "aliases": list(g.aliases), "memory_bytes": g.memory_bytes,
-                     "default_max_num_batched_tokens": mnbt, "cuda_total": g.cuda, "source": g.source})
+                     "memory_bytes_r580": g.total_r580 or None, "default_max_num_batched_tokens": mnbt,
+                     "cuda_total": g.cuda, "source": g.source, "source_r580": g.r580_source or None})
     doc = Document("GPU catalog")
     doc.notes = [
         "memory: CUDA's total where marked (what vLLM sizes from), else nvidia-smi's or the vendor's figure; pass "
-        "--gpu-memory with the figure from vLLM's log, or --gpu auto on the machine"
+        "--gpu-memory with the figure from vLLM's log, or --gpu auto on the machine",
+        "R580+: CUDA's total under an R580-era driver, which vLLM 0.20.1+ needs (CUDA 13 builds) and kvcalc takes for "
+        "those releases; --nvidia-driver picks the other figure",
     ]
     doc.tables.append(
-        Table("", ["GPU", "memory", "bytes", "CUDA total", "serve max_num_batched_tokens", "source"],
+        Table("", ["GPU", "memory", "bytes", "CUDA total", "R580+", "serve max_num_batched_tokens", "source"],
               [[r["name"], format_bytes(r["memory_bytes"], u), r["memory_bytes"], "yes" if r["cuda_total"] else "no",
-                r["default_max_num_batched_tokens"], r["source"]] for r in rows],
-              align=["l", "r", "r", "l", "r", "l"])
+                format_bytes(r["memory_bytes_r580"], u) if r["memory_bytes_r580"] else "",
+                r["default_max_num_batched_tokens"],
+                r["source"] + (f"; R580+: {r['source_r580']}" if r["source_r580"] else "")] for r in rows],
+              align=["l", "r", "r", "l", "r", "r", "l"])
     )
     o.emit(render(fmt, rows, doc))
