@@ -146,3 +146,15 @@ def test_log_check_needs_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
+
+
+def test_a_short_cold_compile_points_at_inductors_own_cache():
+    # tests/data/vllm-budget/set32-clawd-...log (j33bs/clawd @ee73837): vLLM's cache missed ("Cache the graph of compile
+    # range (1, 2048) for later use") and the compile took 2.53 s, as the log prints; the note names the figure and the
+    # setting that fits a graph Inductor's own FX cache returned.
+    log = Path(__file__).parent / "data" / "vllm-budget" / "set32-clawd-rtx3090-qwen2.5-14b-awq-coder-seqs6-0.15.1.log"
+    config = Path(__file__).parent / "data" / "vllm-budget" / "configs" / "qwen2.5-14b-instruct-awq.reconstructed.json"
+    code, r, err = probe(str(config), "--from-vllm-log", str(log), "--gpu", "RTX-3090")
+    assert code == 0, err
+    notes = " ".join(r["checks"][0]["explanation"])
+    assert "the compile took 2.53 s" in notes and "--compile-cache warm" in notes

@@ -277,7 +277,8 @@ class Settings:
         None,
         "--compile-cache",
         help="torch.compile cache at launch: cold (default: the first launch compiles inside vLLM's profile run, "
-        "autotuning on a copy of the embedding table) | warm (compiled artifacts found in VLLM_CACHE_ROOT)",
+        "autotuning on a copy of the embedding table) | warm (compiled artifacts found in VLLM_CACHE_ROOT, or the graph in "
+        "torch Inductor's own cache from an earlier launch on the machine)",
         kind=TEXT,
         panel=BUDGET,
     )

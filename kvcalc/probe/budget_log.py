@@ -56,6 +56,7 @@ FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
 # AOT compilation from path"; backends.py:292-296, decorators.py:313-315); 0.10-0.11 say "dynamic shape"
 COMPILE_WARM = re.compile(r"Directly load (?:the compiled graph|AOT compilation)")
 COMPILE_COLD = re.compile(r"Compiling a graph for (?:compile range|dynamic shape)|saved AOT compiled function")
+COMPILE_SECONDS = re.compile(r"Compiling a graph for (?:compile range|dynamic shape)[^\n]*? takes ([0-9.]+) s")
 MAX_TEXT = 64 << 20
 
 
@@ -118,4 +119,12 @@ def budget_rows(model: Any, settings: Any, path: str, checkpoint: dict | None = 
             note=f"kvcalc {r.kvcalc_gib:.2f} GiB vs logged {r.logged_gib:.2f} GiB: {r.error_gib:+.2f} GiB "
                  f"({'within' if ok else 'outside'} max(2 %, 0.25 GiB)); kvcalc's source: {r.source}",
         ))
-    return rows, [f"budget settings read from the log: {logged_settings}"] if logged_settings else []
+    notes = [f"budget settings read from the log: {logged_settings}"] if logged_settings else []
+    seconds = COMPILE_SECONDS.search(text)
+    if logged_settings.get("compile_cache") == "cold" and "compile_cache" in changes and seconds:
+        notes.append(
+            f"compile_cache cold: vLLM's cache missed and the compile took {seconds.group(1)} s; where torch Inductor's own "
+            "FX graph cache (/tmp/torchinductor_<user> unless TORCHINDUCTOR_CACHE_DIR says otherwise) held the graph from "
+            "an earlier launch on the machine, nothing was autotuned: give --compile-cache warm"
+        )
+    return rows, notes
