@@ -120,7 +120,10 @@ def test_gpu_auto_without_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
      ("NVIDIA RTX 6000 Ada Generation", "RTX-6000-Ada"), ("AMD Instinct MI300X", "MI300X"),
      ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX-PRO-6000"), ("NVIDIA RTX A5000", "RTX-A5000"), ("NVIDIA A40", "A40"), ("NVIDIA GeForce RTX 2080 Ti", "RTX-2080-Ti"), ("NVIDIA L40", "L40"), ("NVIDIA A30", "A30"),
      ("NVIDIA GeForce RTX 4090 D", "RTX-4090-D"), ("NVIDIA GeForce RTX 4080 SUPER", "RTX-4080-SUPER"), ("NVIDIA H20", "H20"),
-     ("NVIDIA H800", None)],
+     ("NVIDIA H800", "H800"), ("NVIDIA GeForce RTX 3060 Ti", "RTX-3060-Ti"), ("Quadro RTX 8000", "Quadro-RTX-8000"),
+     # another card than the catalog's shorter name: None, not the RTX 3070 / RTX 5090 / RTX 4060 Ti 16GB
+     ("NVIDIA GeForce RTX 3070 Ti", None), ("NVIDIA GeForce RTX 5090 D", None), ("NVIDIA GeForce RTX 4060 Laptop GPU", None),
+     ("NVIDIA B200", "B200")],
 )
 def test_device_names_match_the_catalog(device: str, entry: str | None) -> None:
     from kvcalc.core.gpus import match_device
@@ -773,11 +776,17 @@ def test_rtx_4090_total_follows_the_driver_a_cuda13_release_needs(run_json) -> N
 
     assert total("0.19.0") == round(23.64 * 2**30)
     assert total("0.20.1") == total("0.33.0") == round(23.52 * 2**30)
-    # a CUDA 12 variant of a new release on an R570 driver, or an old release on an R580 one: --nvidia-driver says so
-    pool = run_json("size", "qwen3-8b", "--gpu", "RTX-4090", "--vllm-version", "0.26.0", "--nvidia-driver", "570")["pool"]
-    assert pool["gpu_memory_bytes"] == round(23.64 * 2**30) and "--nvidia-driver 570" in pool["budget"][0][0]["source"]
+    # a CUDA 12 variant of a new release on an older driver, or an old release on a newer one: --nvidia-driver says so
+    pool = run_json("size", "qwen3-8b", "--gpu", "RTX-4090", "--vllm-version", "0.26.0", "--nvidia-driver", "550")["pool"]
+    assert pool["gpu_memory_bytes"] == round(23.64 * 2**30) and "--nvidia-driver 550" in pool["budget"][0][0]["source"]
     pool = run_json("size", "qwen3-8b", "--gpu", "RTX-4090", "--vllm-version", "0.19.0", "--nvidia-driver", "580")["pool"]
     assert pool["gpu_memory_bytes"] == round(23.52 * 2**30)
+    # the 570 series already reports the lower totals: deviceQuery under "CUDA Driver Version 12.8" prints 7817 MBytes
+    # (8197111808 B) for an RTX 3070 (SOURCES.md, role r580) against 7.78 GiB in older torch OOM lines
+    pool = run_json("size", "qwen3-0.6b", "--gpu", "RTX-3070", "--vllm-version", "0.19.0", "--nvidia-driver", "570")["pool"]
+    assert pool["gpu_memory_bytes"] == 8197111808
+    pool = run_json("size", "qwen3-0.6b", "--gpu", "RTX-3070", "--vllm-version", "0.19.0")["pool"]
+    assert pool["gpu_memory_bytes"] == round(7.78 * 2**30)
     # data-centre cards have no R580 figure: the same total either way
     h100 = [run_json("size", "qwen3-8b", "--gpu", "H100-80GB", "--vllm-version", v)["pool"]["gpu_memory_bytes"]
             for v in ("0.19.0", "0.33.0")]

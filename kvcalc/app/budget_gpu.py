@@ -13,6 +13,11 @@ from kvcalc.core.vllm_rules import RuleLine
 from kvcalc.errors import PlanError, named
 
 DRIVER_BRANCHES = (100, 9999)  # NVIDIA's branches run 3 digits (R384 ... R580); 4 leaves room, more is a typo
+# the first branch known to report the lower totals (Gpu.total_r580): deviceQuery under "CUDA Driver Version 12.8", the
+# 570 series, prints them for an RTX 3070 (7817 MBytes against 7974 under 11.x drivers; search-index file 12020098570)
+# and an RTX 2080 Ti (10823 against 11019; file 28045807215, and cuMemGetInfo on driver 570.133.20 in
+# github.com/grgalex/nvshare/issues/26); drivers 545-565 were not seen, and count as older
+LOWER_TOTALS_FROM = 570
 
 
 def optional_size(value: Any, flag: str) -> int | None:
@@ -31,7 +36,7 @@ def gpu_total(s: Settings, line: RuleLine | None = None) -> tuple[str | None, in
         gpu, driver = find_gpu(s.gpu), s.nvidia_driver
         if driver is not None and not (DRIVER_BRANCHES[0] <= driver <= DRIVER_BRANCHES[1]):
             raise PlanError(f"{named('nvidia_driver')} is a driver branch such as 570 or 580 (a number of 3 or 4 digits), got {driver}")
-        gpu_name, (total, src) = gpu.name, cuda_total(gpu, driver >= 580 if driver else bool(line and line.cuda13_wheel), driver)
+        gpu_name, (total, src) = gpu.name, cuda_total(gpu, driver >= LOWER_TOTALS_FROM if driver else bool(line and line.cuda13_wheel), driver)
         source = f"catalog {gpu.name}: " + (src if gpu.cuda else f"{src}; pass --gpu-memory with vLLM's figure")
     if s.gpu_memory is not None:
         total = parse_size(s.gpu_memory, named("gpu_memory"))

@@ -180,8 +180,8 @@ class Settings:
     )
     nvidia_driver: int | None = setting(
         None, "--nvidia-driver",
-        help="NVIDIA driver branch (570, 580, ...): GeForce cards report less memory under 580+ (default: what the release's "
-        "wheel needs: vLLM 0.20.1+ is a CUDA 13 build, driver 580+)", kind=POSITIVE, panel=BUDGET,
+        help="NVIDIA driver branch (550, 570, 580, ...): GeForce cards and the T4 report less memory from 570 on (default: "
+        "what the release's wheel needs: vLLM 0.20.1+ is a CUDA 13 build, driver 580+)", kind=POSITIVE, panel=BUDGET,
     )
     gpu_memory_utilization: float | None = setting(
         None,

@@ -42,7 +42,8 @@ class Gpu:
     # vLLM's Triton top-k/top-p buffer (budget_rules.topk_sm_buffer); 0: no citable figure found.
     # Each figure's source: tests/data/gpu-totals/SM-COUNTS.md
     sms: int = 0
-    # CUDA's total under the drivers CUDA 13 needs (R580 and later; 0: not measured, or no different): GeForce cards
+    # CUDA's total under the drivers CUDA 13 needs (R580 and later; the 570 series already reports it: app.budget_gpu
+    # LOWER_TOTALS_FROM; 0: not measured, or no different): GeForce cards
     # report less there (RTX 4090: 23.52 GiB against 23.64). Used for the vLLM releases whose wheels are CUDA 13 builds
     # (RuleLine.cuda13_wheel); the source is in r580_source and tests/data/gpu-totals/SOURCES.md (role r580)
     total_r580: int = 0
@@ -153,6 +154,22 @@ CATALOG: tuple[Gpu, ...] = (
         True, sm=70, sms=80),
     Gpu("V100-16GB", 16928342016, "deviceQuery 'Total amount of global memory: 16144 MBytes (16928342016 bytes)' on a "
         "Tesla V100-SXM2-16GB, CUDA 12.4 driver (index file 41594833804)", ("V100-SXM2-16GB",), True, sm=70, sms=80),
+    Gpu("H800", 84943110144, "PyTorch Profiler device properties '\"name\": \"NVIDIA H800\", \"totalGlobalMem\": "
+        "84943110144' of DeepSeek's training trace (github.com/deepseek-ai/profile-data, train.json at de0b460), the same "
+        "quantity as cudaMemGetInfo's total", ("H800-80GB", "H800-SXM", "H800-SXM5-80GB"), True, sm=90, nvswitch=True,
+        sms=132),
+    Gpu("RTX-3060-Ti", 8359641088, "deviceQuery 'Total amount of global memory: 7972 MBytes (8359641088 bytes)' on an RTX "
+        "3060 Ti, Linux, CUDA 12.2 driver (index file 34099184611)", ("3060TI", "RTX3060TI"), True, sm=86, sms=38),
+    Gpu("RTX-3070", _gib(7.78), _oom("7.78", "github.com/meta-llama/codellama/issues/82") + " on an RTX 3070 (2023; the same "
+        "in github.com/akshitac8/OW-DETR/issues/46)", ("3070", "RTX3070"), True, sm=86, sms=46,
+        total_r580=8197111808, r580_source="deviceQuery 'Total amount of global memory: 7817 MBytes (8197111808 bytes)' on "
+        "an RTX 3070 under a CUDA 12.8 (570-series) driver (index file 12020098570)"),
+    Gpu("RTX-3080-Ti", 12630491136, "deviceQuery 'Total amount of global memory: 12045 MBytes (12630491136 bytes)' on an "
+        "RTX 3080 Ti, CUDA 11.4 driver (index file 47577401068)", ("3080TI", "RTX3080TI"), True, sm=86, sms=80),
+    Gpu("RTX-4070-Ti", _gib(11.73), "torch OOM '(GPU 0; 11.73 GiB total capacity; ...)' on an RTX 4070 Ti "
+        "(github.com/OpenLMLab/LOMO/issues/17)", ("4070TI", "RTX4070TI"), True, sm=89),
+    Gpu("Quadro-RTX-8000", _gib(47.46), "torch OOM '(GPU 0; 47.46 GiB total capacity; ...)' on an RTX 8000 "
+        "(github.com/Victarry/stable-dreambooth/issues/8)", ("RTX-8000", "QUADRO-RTX8000"), True, sm=75),
     Gpu("MI250X", 65520 * MIB, "torch device properties 'total_memory=65520MB, multi_processor_count=110' of one AMD "
         "Instinct MI250X GCD (index file 6974116335)", (), True, sms=110),
     Gpu("MI355X", _gib(287.98), "HIP OOM 'GPU 0 has a total capacity of 287.98 GiB' on 8 x MI355X, ROCm 7.2 (index file "
@@ -177,7 +194,7 @@ def is_auto(name: object) -> bool:
 
 
 def cuda_total(gpu: Gpu, r580: bool, driver: int | None = None) -> tuple[int, str]:
-    """The catalog total under a driver of the R580 era (``r580``: ``driver`` >= 580 as given, or the release's wheel
+    """The catalog total under a driver of the R580 era (``r580``: ``driver`` >= 570 as given, or the release's wheel
     is a CUDA 13 build, which needs one) or any other, with its source."""
     why = f"--nvidia-driver {driver}" if driver else "a CUDA 13 build of vLLM needs an R580+ driver"
     if r580 and gpu.total_r580:
@@ -200,17 +217,20 @@ def find_gpu(name: str) -> Gpu:
 
 
 _VENDOR_WORDS = frozenset(("NVIDIA", "TESLA", "GEFORCE", "QUADRO", "AMD", "INSTINCT", "RADEON"))
+# words after a model number that make another card with its own memory ("RTX 3070 Ti", "RTX 4060 Laptop GPU")
+_VARIANT_WORDS = frozenset(("TI", "SUPER", "D", "LAPTOP", "MOBILE", "MAX", "MAX-Q", "XT", "XTX"))
 
 
 def match_device(device_name: str) -> Gpu | None:
     """The catalog entry for a device name as torch or nvidia-smi prints it ("NVIDIA H100 80GB HBM3",
     "Tesla T4", "NVIDIA GeForce RTX 4090", "AMD Instinct MI300X"): vendor words dropped, then the
-    longest leading run of words that names an entry; None when none does (an uncatalogued card)."""
+    longest leading run of words that names an entry; None when none does (an uncatalogued card), or when
+    the next word makes it another card (an "RTX 3070 Ti" is not the RTX 3070: _VARIANT_WORDS)."""
     words = [w for w in _norm(device_name).split("-") if w and w not in _VENDOR_WORDS]
     for n in range(len(words), 0, -1):
         found = _lookup("-".join(words[:n]))
         if found is not None:
-            return found
+            return None if n < len(words) and words[n] in _VARIANT_WORDS else found
     return None
 
 
