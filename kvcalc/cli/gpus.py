@@ -30,8 +30,8 @@ def gpus(format: o.Format = "table", units: o.Units = "iec") -> None:
     doc.notes = [
         "memory: CUDA's total where marked (what vLLM sizes from), else nvidia-smi's or the vendor's figure; pass "
         "--gpu-memory with the figure from vLLM's log, or --gpu auto on the machine",
-        "R580+: CUDA's total under an R580-era driver, which vLLM 0.20.1+ needs (CUDA 13 builds) and kvcalc takes for "
-        "those releases; --nvidia-driver picks the other figure",
+        "R580+: CUDA's total under the newer drivers (seen from the 570 series on), which kvcalc takes for vLLM 0.20.1+ "
+        "(CUDA 13 builds, driver 580+) or --nvidia-driver 570 and later",
     ]
     doc.tables.append(
         Table("", ["GPU", "memory", "bytes", "CUDA total", "R580+", "serve max_num_batched_tokens", "source"],
