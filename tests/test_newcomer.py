@@ -337,3 +337,11 @@ def test_split_tables_repeat_the_columns_that_name_a_row(run, monkeypatch):
     out = run("gate", str(ROOT / "examples" / "capacity.yaml"))[1]
     headers = [ln for ln in out.splitlines() if ln.startswith("deployment ")]
     assert len(headers) > 1 and all(h.split()[:2] == ["deployment", "promise"] for h in headers)
+
+
+def test_speculative_config_is_accepted_and_named_as_not_modelled(run_json):
+    # vLLM's --speculative-config pastes with a command line; kvcalc does not model the drafter and says so
+    r = run_json("size", "qwen3-8b", "--gpu", "H100-80GB", "--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3}')
+    notes = " ".join(r["notes"])
+    assert "speculative decoding is not modelled" in notes and '"method": "eagle3"' in notes
+    assert "speculative decoding" not in " ".join(run_json("size", "qwen3-8b", "--gpu", "H100-80GB")["notes"])

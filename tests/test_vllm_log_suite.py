@@ -256,6 +256,22 @@ def test_hybrid_qwen36_logs_are_read(log, tokens, conc, version):
     assert run.settings["max_num_batched_tokens"] == 8192 and run.settings["kv_dtype"].startswith("fp8")
 
 
+def test_speculative_decoding_in_a_log_is_named():
+    # club-3090#294's non-default args carry 'speculative_config': {'method': 'mtp', 'num_speculative_tokens': 3}
+    from kvcalc.probe.vllm_log_parse import parse_runs
+
+    (run,) = parse_runs((LOGS / "club-3090-294-qwen3.6-27b-autoround-int4-tp2-p2poff-0.22.log").read_text())
+    assert "'method': 'mtp'" in run.settings["speculative"] and "'num_speculative_tokens': 3" in run.settings["speculative"]
+    # the engine-config line's form, and None, which is no speculative decoding
+    (spec,) = parse_runs("INFO Initializing a V1 LLM engine (v0.11.0) with config: model='m', speculative_config="
+                         "SpeculativeConfig(method='eagle3', model='d', num_spec_tokens=3), tokenizer='m'\n"
+                         "INFO Available KV cache memory: 10.00 GiB\n")
+    assert spec.settings["speculative"].startswith("SpeculativeConfig(method='eagle3'")
+    (plain,) = parse_runs("INFO Initializing a V1 LLM engine (v0.11.0) with config: model='m', speculative_config=None, "
+                          "tokenizer='m'\nINFO Available KV cache memory: 10.00 GiB\n")
+    assert "speculative" not in plain.settings
+
+
 # ---------------------------------------------------------------- files: several runs, flags, bad input
 
 

@@ -271,12 +271,19 @@ _SGLANG_ONLY = ("mem_fraction_static", "max_total_tokens", "max_running_requests
 _sglang_only = attrgetter(*_SGLANG_ONLY)
 
 
+SPECULATIVE_NOTE = (
+    "speculative decoding is not modelled: the drafter's or MTP layers' weights, their KV cache layers (more bytes per "
+    "token), their profile pass and CUDA graphs are not in kvcalc's figures, so the pool is overstated"
+)
+
+
 def flag_notes(s: Settings) -> list[str]:
-    """One note for the vLLM serve flags given that change nothing here; --max-num-seqs kept."""
+    """One note for the vLLM serve flags given that change nothing here; --max-num-seqs kept; one for
+    --speculative-config, which changes what kvcalc does not model."""
+    notes = [f"--speculative-config {s.speculative_config}: {SPECULATIVE_NOTE}"] if s.speculative_config else []
     if set(map(id, _inert_values(s))) <= _UNSET:  # none given (each None, or False for a switch)
-        return []
+        return notes
     given = [flag for n, flag in _INERT_FLAGS if getattr(s, n) is not None and getattr(s, n) is not False]
-    notes = []
     if given:
         notes.append(f"{', '.join(given)}: vLLM serve {'flags' if len(given) > 1 else 'flag'} accepted so a command "
                      "line pastes; they change nothing in kvcalc's figures")

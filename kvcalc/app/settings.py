@@ -350,6 +350,11 @@ class Settings:
         help="vLLM 0.15+, hybrid models with prefix caching: auto (vLLM's pick) | none | align | all (to 0.31)",
         kind=TEXT, panel=ENGINE,
     )
+    speculative_config: str | None = setting(
+        None, "--speculative-config",
+        help="vLLM flag (JSON: method, draft model, tokens): accepted; speculative decoding is not modelled, and the "
+        "pool's notes say what that leaves out", kind=TEXT, panel=ENGINE,
+    )
     # vLLM serve flags a pasted command line carries
     trust_remote_code: bool = setting(
         False, "--trust-remote-code", help="vLLM flag: accepted; kvcalc reads config.json as data, never runs its code",

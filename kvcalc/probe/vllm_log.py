@@ -246,6 +246,10 @@ def _settings_from_log(log: VllmLog, settings: Any, version: str, given: dict[st
         notes.append(f"max_num_batched_tokens is not in the log: {which} is used; "
                      "sliding-window, chunked-local and cross-attention reservations depend on it "
                      "(give --max-num-batched-tokens)")
+    if log.settings.get("speculative"):
+        from kvcalc.app.service import SPECULATIVE_NOTE
+
+        notes.append(f"the log runs speculative decoding ({log.settings['speculative']}): {SPECULATIVE_NOTE}")
     for key in ("tp", "pp", "kv_dtype", "max_num_batched_tokens", "block_size", "dtype", "num_gpu_blocks_override",
                 "enable_prefix_caching", "mamba_cache_mode"):
         value = log.settings.get(key)

@@ -70,6 +70,8 @@ KEYS = {  # setting -> (key in args/config lines, CLI flags)
     "mamba_cache_mode": ("mamba_cache_mode", ("--mamba-cache-mode",)),
 }
 INTS = {"tp", "pp", "max_num_batched_tokens", "block_size", "max_model_len", "num_gpu_blocks_override"}
+# speculative decoding as the engine-config line, a pasted command or the non-default args name it (not None)
+SPECULATIVE = re.compile(r"speculative_config=(SpeculativeConfig\([^)]{0,400}\))|--speculative[-_]config[= ]+'?(\{[^}]{0,400}\})")
 # the line of vLLM's "KV cache size" logger call in kv_cache_utils.py -> the release it was read in
 # (docs/vllm-releases.md section 6, fingerprints read in each wheel): dates a log without a banner
 SIZE_LINE = re.compile(r"kv_cache_utils\.py:(\d+)\][^\n]*KV cache size:")
@@ -253,6 +255,12 @@ def _settings(line: str, found: dict[str, Any]) -> None:
                 value = None
         if value is not None and value != "None":
             found[name] = value
+    if "speculative" not in found:
+        spec: Any = args.get("speculative_config")
+        m = SPECULATIVE.search(line) if spec is None else None
+        spec = (m.group(1) or m.group(2)) if m else spec
+        if spec:
+            found["speculative"] = str(spec)[:200]
 
 
 def _line(log: VllmLog, line: str) -> bool:
