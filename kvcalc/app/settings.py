@@ -352,8 +352,8 @@ class Settings:
     )
     speculative_config: str | None = setting(
         None, "--speculative-config",
-        help="vLLM flag (JSON: method, draft model, tokens): accepted; speculative decoding is not modelled, and the "
-        "pool's notes say what that leaves out", kind=TEXT, panel=ENGINE,
+        help="vLLM flag (JSON: method, draft model, tokens): accepted; speculative decoding is not modelled, and a "
+        "note says what that leaves out", kind=TEXT, panel=ENGINE,
     )
     # vLLM serve flags a pasted command line carries
     trust_remote_code: bool = setting(
