@@ -323,13 +323,12 @@ def _moe_kept(
     return total, how + (f" ({kernel} {method} experts)" if method else "")
 
 
-def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan, gpu_name: str | None) -> tuple[int, str]:
+def _overhead(s: Settings, line: RuleLine, plan: ParallelPlan, gpu: Gpu | None) -> tuple[int, str]:
     over = optional_size(s.overhead_bytes, named("overhead_bytes"))
     if over is not None:
         return over, "--overhead-bytes"
-    gpu = catalog_gpu(s, gpu_name)
-    gpu = gpu if gpu is not None and gpu.sm else None
-    return non_torch(line, plan.tp, plan.pp, sm=gpu.sm if gpu else 0, nvswitch=gpu is not None and gpu.nvswitch)
+    sm = gpu.sm if gpu is not None else 0
+    return non_torch(line, plan.tp, plan.pp, sm=sm, nvswitch=bool(sm) and gpu is not None and gpu.nvswitch)
 
 
 def _kv_memory_per_stage(s: Settings, plan: ParallelPlan) -> tuple[int, ...] | None:
@@ -395,7 +394,7 @@ def budget_inputs(
     mnbt = common["max_num_batched_tokens"]
     shapes = _shapes(model, cache, s, sm)
     seqs = _max_num_seqs(s, line, total, gpu_name)
-    over, over_src = _overhead(s, line, plan, gpu_name)
+    over, over_src = _overhead(s, line, plan, gpu)
     graph, graph_src = cudagraph_term(s, line, shapes, model, plan, mnbt, seqs[0], sm)
     notes: list[str] = list(ambiguous_gpu(s.gpu))
     v2 = bool(model_runner_v2(line, model, s))  # the release runs model runner V2 for this model

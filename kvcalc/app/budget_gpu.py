@@ -56,6 +56,17 @@ def catalog_gpu(s: Settings, gpu_name: str | None) -> Gpu | None:
     return find_gpu(s.gpu)
 
 
+def settings_gpu(s: Settings) -> Gpu | None:
+    """The catalog entry of --gpu, or of the local card for --gpu auto (detected once per process); None without one."""
+    if s.gpu is None:
+        return None
+    if is_auto(s.gpu):
+        from kvcalc.sources.localgpu import detect
+
+        return match_device(detect()[0])
+    return find_gpu(s.gpu)
+
+
 def ambiguous_gpu(asked: str | None) -> tuple[str, ...]:
     """A short alias that other cards' names also start with (--gpu A100) says what it means."""
     if asked is None or is_auto(asked):

@@ -29,11 +29,9 @@ def _sm(s: Settings) -> int:
     """The compute capability of --gpu; for --gpu auto the local card's, when the catalog holds it."""
     if s.gpu is None:
         return 0
-    from kvcalc.app.budget_gpu import catalog_gpu
-    from kvcalc.core.gpus import is_auto
-    from kvcalc.sources.localgpu import detect
+    from kvcalc.app.budget_gpu import settings_gpu
 
-    gpu = catalog_gpu(s, detect()[0] if is_auto(s.gpu) else str(s.gpu))
+    gpu = settings_gpu(s)
     return gpu.sm if gpu is not None else 0
 
 
