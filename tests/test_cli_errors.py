@@ -27,6 +27,7 @@ import pytest
         (["--max-model-len", "100000000"], "--max-model-len 100000000 is larger than"),
         (["--gpu", "T4", "--nvidia-driver", "10000000000"], "--nvidia-driver is a driver branch such as 570 or 580"),
         (["--gpu", "T4", "--nvidia-driver", "58"], "--nvidia-driver is a driver branch such as 570 or 580"),
+        (["--gpu-memory", "80GiB", "--nvidia-driver", "58"], "--nvidia-driver is a driver branch such as 570 or 580"),
     ],
 )
 def test_bad_flags(run, args, needle):

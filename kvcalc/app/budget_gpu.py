@@ -27,15 +27,15 @@ def optional_size(value: Any, flag: str) -> int | None:
 
 def gpu_total(s: Settings, line: RuleLine | None = None) -> tuple[str | None, int | None, str]:
     """The GPU's name, its total memory (the R580-era figure for a CUDA 13 release) and where it comes from."""
-    gpu_name, total, source = None, None, ""
+    gpu_name, total, source, driver = None, None, "", s.nvidia_driver
+    if driver is not None and not (DRIVER_BRANCHES[0] <= driver <= DRIVER_BRANCHES[1]):
+        raise PlanError(f"{named('nvidia_driver')} is a driver branch such as 570 or 580 (a number of 3 or 4 digits), got {driver}")
     if is_auto(s.gpu):
         from kvcalc.sources.localgpu import detect
 
         gpu_name, total, source = detect()
     elif s.gpu is not None:
-        gpu, driver = find_gpu(s.gpu), s.nvidia_driver
-        if driver is not None and not (DRIVER_BRANCHES[0] <= driver <= DRIVER_BRANCHES[1]):
-            raise PlanError(f"{named('nvidia_driver')} is a driver branch such as 570 or 580 (a number of 3 or 4 digits), got {driver}")
+        gpu = find_gpu(s.gpu)
         gpu_name, (total, src) = gpu.name, cuda_total(gpu, driver >= LOWER_TOTALS_FROM if driver else bool(line and line.cuda13_wheel), driver)
         source = f"catalog {gpu.name}: " + (src if gpu.cuda else f"{src}; pass --gpu-memory with vLLM's figure")
     if s.gpu_memory is not None:
