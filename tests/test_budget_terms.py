@@ -182,6 +182,9 @@ def test_parse_budget_reads_the_sampler_and_the_actual_usage_line() -> None:
     assert figures == {"weights_gib": 8.8, "torch_peak_gib": 1.4, "non_torch_gib": 0.02, "available_kv_gib": 8.6,
                        "total_gib": 23.53}
     assert settings == {"gpu_memory_utilization": 0.8, "sampler": "flashinfer"}
+    # 0.21+ name FlashInfer's sampler off or unusable; the Triton top-k/top-p runs then (the stored L4 and RTX 2080 Ti logs)
+    for log in ("set27-llmrouter-llama32-3b-l4-20k-0.27.1.log", "set18-shani-qwen3-0.6b-rtx2080ti-fp16.log"):
+        assert parse_budget((Path(__file__).parent / "data" / "vllm-budget" / log).read_text())[1]["sampler"] == "triton"
 
 
 def test_non_torch_communicators_nvls_and_fusion_per_release() -> None:
@@ -439,9 +442,38 @@ def test_model_runner_v2_dummy_sampler_0_29_to_0_32_keeps_the_logits_in_the_mode
     s = Settings().with_(gpu="L40S", max_model_len=40960, max_num_batched_tokens=1024, max_num_seqs=1024, compile_cache="warm")
     for v in ("0.29.0", "0.31.0", "0.32.0"):
         assert predict(qwen, s.with_(vllm_version=v))[0]["torch_peak"] == 10_485_760 + 311_164_928 + 1_830_912, v
-    # 0.33 adds a "warmup params" pass with the fp32 pipeline (vllm==0.33.0: v1/worker/gpu/model_runner.py:1008-1014):
-    # kvcalc keeps its 10 B per element there, 1024 x 151936 x 10 + 10,485,760
-    assert predict(qwen, s.with_(vllm_version="0.33.0"))[0]["torch_peak"] == 1_555_824_640 + 10_485_760
+
+
+def test_model_runner_v2_0_33_warmup_pass_runs_the_fp32_pipeline_with_flashinfer_or_triton() -> None:
+    # 0.33's _dummy_sampler_run gives every dummy request SamplingParams.for_sampler_warmup() (top_k 50, top_p 0.9,
+    # penalties, logit bias; vllm==0.33.0: sampling_params.py:1477-1493) and runs the sampler again
+    # (v1/worker/gpu/model_runner.py:1008-1014). Live at the peak: the bf16 logits (2 B) and their fp32 copy
+    # (sample/sampler.py:242); with FlashInfer's sampler (CUDA, capability 8.0-12.1, > 16 SMs: v1/sample/ops/
+    # topk_topp_sampler.py:118-146, attention/backends/flashinfer.py:696-704) top_k is a per-row tensor, so
+    # flashinfer-python 0.7.2.post1 (pinned by the 0.33.0 wheel) masks into a new fp32 tensor and softmaxes into another
+    # (sampling.py:1794-1795, :676) under a 1 MiB row-states buffer (:2231-2238). Otherwise the Triton top-k/top-p works
+    # in place with its cached min(next_pow2(min(SMs, rows)), SMs) x vocab fp32 buffer (topk_topp_triton.py:1688-1697)
+    # and Gumbel adds rows x cdiv(vocab, 1024) x 12 B (gumbel.py:384-388).
+    # Hand count, Qwen3-14B (hidden 5120, vocab 151936), 1024 batched tokens, 1024 seqs: logits 1024 x 151936 =
+    # 155,582,464 elements; retained hidden states 1024 x 5120 x 2 B = 10,485,760.
+    qwen = resolve(str(Path(__file__).parent / "data" / "vllm-budget" / "configs" / "qwen3-14b.json")).spec
+    s = Settings().with_(
+        gpu="L40S", max_model_len=40960, max_num_batched_tokens=1024, max_num_seqs=1024, compile_cache="warm",
+        vllm_version="0.33.0",
+    )
+    # L40S (capability 8.9, 142 SMs): FlashInfer, 155,582,464 x 14 B = 2,178,154,496 + 10,485,760 + 1,048,576
+    assert predict(qwen, s)[0]["torch_peak"] == 2_189_688_832
+    # VLLM_USE_FLASHINFER_SAMPLER=0: 155,582,464 x 6 B = 933,494,784 + 10,485,760
+    #   + Triton buffer min(256, 142) = 142 x 151936 x 4 B = 86,299,648 + Gumbel 1024 x 149 x 12 B = 1,830,912
+    assert predict(qwen, s.with_(sampler="triton"))[0]["torch_peak"] == 1_032_111_104
+    # MI300X (ROCm: no FlashInfer sampler; 304 CUs): 933,494,784 + 10,485,760 + 304 x 151936 x 4 B = 184,754,176
+    #   + 1,830,912
+    assert predict(qwen, s.with_(gpu="MI300X"))[0]["torch_peak"] == 1_130_565_632
+    # T4 (capability 7.5, outside 8.0-12.1; 40 SMs), Qwen3-0.6B (hidden 1024, vocab 151936), 256 seqs:
+    #   256 x 151936 x 6 B = 233,373,696 + retained 1024 x 1024 x 2 B = 2,097,152 + buffer min(64, 40) = 40 x 151936
+    #   x 4 B = 24,309,760 + Gumbel 256 x 149 x 12 B = 457,728 (the forward, 1024 x (3 x 3072 + 2 x 1024) x 2 B, is lower)
+    small = resolve("qwen3-0.6b").spec
+    assert predict(small, s.with_(gpu="T4", max_num_seqs=256))[0]["torch_peak"] == 260_238_336
     # with the serve defaults on an L40S (2048 tokens, 256 seqs) the forward is the peak:
     # 2048 x (3 x 17408 + 2 x 5120) x 2 B = 255,852,544
     default = Settings().with_(gpu="L40S", max_model_len=40960, vllm_version="0.29.0", compile_cache="warm")

@@ -16,12 +16,17 @@ from kvcalc.app.settings import Settings
 from kvcalc.core.budget_device import non_torch
 from kvcalc.core.budget_rules import (
     DEFAULT_SM_COUNT,
+    FLASHINFER_ROW_STATES,
     PP_INTERMEDIATE_KEYS,
     SAMPLERS,
+    TRITON_TOPK_MIN_ROWS,
     V2_DUMMY_SAMPLER_BYTES,
+    V2_WARMUP_FLASHINFER_BYTES,
+    V2_WARMUP_TRITON_BYTES,
     Shapes,
     compile_examples,
     default_max_num_seqs,
+    flashinfer_sampler,
     forward_per_token,
     fp8_marlin,
     fp8_mlp_activation,
@@ -43,7 +48,7 @@ from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
 from kvcalc.core.quant import QUANTIZATIONS, forced_awq, mxfp4_kernel, workspace_kernel
 from kvcalc.core.units import figure, format_bytes, parse_size
-from kvcalc.core.vllm_rules import SAMPLER_V2_DUMMY, RuleLine, rules_for
+from kvcalc.core.vllm_rules import SAMPLER_V2_DUMMY, SAMPLER_V2_WARMUP, RuleLine, rules_for
 from kvcalc.core.weights import arch_int, estimate_weights
 from kvcalc.errors import PlanError, named
 
@@ -202,6 +207,8 @@ def _activation(
     elif line.sampler_path == SAMPLER_V2_DUMMY and sampler in (None, "auto"):
         scratch, scratch_how = v2_gumbel_tables(rows, shapes.vocab)
         scratch_name = "V2 Gumbel tables"
+    elif line.sampler_path == SAMPLER_V2_WARMUP and sampler in (None, "auto", "flashinfer", "triton"):
+        bpe, path, scratch, scratch_how, scratch_name = _v2_warmup(sampler, rows, shapes, gpu)
     else:
         scratch, scratch_how = _topk_scratch(s, line, rows, shapes.vocab, gpu)
     peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch, scratch_name, resident, examples)
@@ -287,6 +294,26 @@ def _pp_buffers(line: RuleLine, shapes: Shapes, mnbt: int, stage: int, v2_runner
     return buf, f" + PP receive buffers {PP_INTERMEDIATE_KEYS} x {mnbt} x hidden {shapes.hidden} x {shapes.dtype_bytes} B = {figure(buf)}"
 
 
+def _v2_warmup(sampler: str | None, rows: int, shapes: Shapes, gpu: Gpu | None) -> tuple[int, str, int, str, str]:
+    """vLLM 0.33's second dummy sampler pass, with the warm-up sampling params (budget_rules.V2_WARMUP_*): bytes per
+    element, the path, and what stays cached beside it (FlashInfer's row states, or the Triton buffer + Gumbel tables)."""
+    extra = max(shapes.dtype_bytes - 2, 0)  # fp32 logits: 4 B, not 2
+    if sampler in ("flashinfer", "triton"):
+        fi, why = sampler == "flashinfer", f"--sampler {sampler}"
+    else:
+        fi, why = flashinfer_sampler(gpu.sm if gpu else None, gpu.sms if gpu else 0)
+    head = f"model runner V2 (vLLM 0.33): a second pass with warm-up sampling params, logits + fp32 copy; {why}"
+    if fi:
+        return V2_WARMUP_FLASHINFER_BYTES + extra, f"{head}: FlashInfer's masked logits + probabilities (fp32)", (
+            FLASHINFER_ROW_STATES
+        ), "", "FlashInfer's row-states buffer"
+    buffer, buffer_how = _sm_buffer(rows, shapes.vocab, gpu, 0)
+    tables, tables_how = v2_gumbel_tables(rows, shapes.vocab)
+    return V2_WARMUP_TRITON_BYTES + extra, f"{head}: Triton top-k/top-p in place, then Gumbel", buffer + tables, (
+        f"{buffer_how}; {tables_how}"
+    ), "Triton top-k/top-p buffer + V2 Gumbel tables"
+
+
 def _topk_scratch(s: Settings, line: RuleLine, rows: int, vocab: int, gpu: Gpu | None) -> tuple[int, str]:
     """The Triton top-k/top-p buffer the dummy sampler run leaves cached: on the release lines
     whose default path is that kernel (RuleLine.topk_sm_buffer), or with --sampler triton."""
@@ -295,6 +322,11 @@ def _topk_scratch(s: Settings, line: RuleLine, rows: int, vocab: int, gpu: Gpu |
             return 0, ""
     elif not line.topk_sm_buffer:
         return 0, ""
+    return _sm_buffer(rows, vocab, gpu)
+
+
+def _sm_buffer(rows: int, vocab: int, gpu: Gpu | None, min_rows: int = TRITON_TOPK_MIN_ROWS) -> tuple[int, str]:
+    """The Triton top-k/top-p buffer on this GPU's SM count (the catalog's, else DEFAULT_SM_COUNT)."""
     if gpu is not None and gpu.sms:
         sms, whose = gpu.sms, f"{gpu.name}'s {gpu.sms} SMs (catalog)"
     else:
@@ -302,7 +334,7 @@ def _topk_scratch(s: Settings, line: RuleLine, rows: int, vocab: int, gpu: Gpu |
         whose = (f"{gpu.name}'s SM count not in the catalog" if gpu else "no catalog GPU") + (
             f": assumed {DEFAULT_SM_COUNT} SMs (H100/H200 SXM)"
         )
-    total, how = topk_sm_buffer(rows, vocab, sms)
+    total, how = topk_sm_buffer(rows, vocab, sms, min_rows)
     return total, f"{how}; {whose}"
 
 

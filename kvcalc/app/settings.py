@@ -269,7 +269,7 @@ class Settings:
     sampler: str | None = setting(
         None,
         "--sampler",
-        help="Top-k/top-p path of vLLM's profile run: auto (the release's) | native | flashinfer | triton | v2",
+        help="Top-k/top-p path of vLLM's profile run: auto (the release's and GPU's) | native | flashinfer | triton",
         kind=TEXT,
         panel=BUDGET,
     )

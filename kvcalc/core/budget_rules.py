@@ -33,8 +33,24 @@ GIB = 1 << 30
 # bytes per (row x vocab) element of FlashInfer's top_k_top_p_sampling_from_logits path
 # (bf16 logits 2 + fp32 copy 4 + masked logits 4 + probs 4; docs/vllm-budget.md section 3)
 FLASHINFER_SAMPLER_BYTES = 14
-SAMPLERS = ("auto", "native", "flashinfer", "triton", "v2")
-_SAMPLER_BYTES = {"native": 38, "flashinfer": FLASHINFER_SAMPLER_BYTES, "triton": 14, "v2": 10}
+SAMPLERS = ("auto", "native", "flashinfer", "triton")
+_SAMPLER_BYTES = {"native": 38, "flashinfer": FLASHINFER_SAMPLER_BYTES, "triton": 14}
+# vLLM 0.33's second dummy sampler pass (RuleLine.sampler_path SAMPLER_V2_WARMUP), per (row x vocab) element with a
+# bf16 model: the logits (2 B, held by _dummy_sampler_run) + their fp32 copy (4 B, vllm==0.33.0: v1/worker/gpu/sample/
+# sampler.py:242; the logits processors, temperature and min_p then write in place). FlashInfer's sampler gets a per-row
+# top_k tensor, so top_k_top_p_sampling_from_logits takes its masked path: top_k_mask_logits into a new fp32 tensor,
+# softmax into another (flashinfer-python==0.7.2.post1, the release vLLM 0.33.0 pins: sampling.py:1783-1795, :676),
+# under a cached 1 MiB row-states buffer (:2231-2238): 2 + 4 + 4 + 4 B. Where FlashInfer's sampler is not taken
+# (flashinfer_sampler) the Triton top-k/top-p masks the copy in place with its cached buffer (no 8-row minimum here:
+# v1/sample/ops/topk_topp_sampler.py:515-518, topk_topp_triton.py:1688-1697) and Gumbel samples it: 2 + 4 B
+V2_WARMUP_FLASHINFER_BYTES = 14
+V2_WARMUP_TRITON_BYTES = 6
+FLASHINFER_ROW_STATES = 1 << 20
+# FlashInfer's sampler in 0.33: CUDA, compute capability 8.0-12.1 (FlashInferBackend.supports_compute_capability,
+# vllm==0.33.0: v1/attention/backends/flashinfer.py:696-704; Turing excluded until a FlashInfer fix) and more than
+# 16 SMs (v1/sample/ops/topk_topp_sampler.py:118-146); VLLM_USE_FLASHINFER_SAMPLER=0 (--sampler triton) turns it off
+FLASHINFER_SAMPLER_SM = (80, 121)
+FLASHINFER_SAMPLER_MIN_SMS = 17
 
 # Triton top-k/top-p (0.17+): rows below 8 take the PyTorch sort instead (vllm==0.19.0:
 # v1/sample/ops/topk_topp_sampler.py:251-255); the kernel keeps a per-program fp32 buffer of
@@ -148,12 +164,28 @@ def sampler_peak(rows: int, vocab: int, bpe: int) -> int:
     return rows * vocab * bpe
 
 
-def topk_sm_buffer(rows: int, vocab: int, sms: int) -> tuple[int, str]:
+def flashinfer_sampler(sm: int | None, sms: int) -> tuple[bool, str]:
+    """Whether vLLM 0.33 samples with FlashInfer's top-k/top-p on this GPU (FLASHINFER_SAMPLER_SM): ``sm`` None for
+    no catalog GPU (assumed yes), 0 for a GPU that is not NVIDIA's; ``sms`` 0 when the catalog has no SM count."""
+    if sm is None:
+        return True, "FlashInfer's sampler assumed (no catalog GPU)"
+    low, high = FLASHINFER_SAMPLER_SM
+    if not sm:
+        return False, "not CUDA: no FlashInfer sampler"
+    if not low <= sm <= high:
+        return False, f"compute capability {sm / 10:.1f} outside FlashInfer's sampler range {low / 10:.1f}-{high / 10:.1f}"
+    if sms and sms < FLASHINFER_SAMPLER_MIN_SMS:
+        return False, f"{sms} SMs: FlashInfer's sampler needs more than {FLASHINFER_SAMPLER_MIN_SMS - 1}"
+    return True, f"compute capability {sm / 10:.1f} takes FlashInfer's sampler"
+
+
+def topk_sm_buffer(rows: int, vocab: int, sms: int, min_rows: int = TRITON_TOPK_MIN_ROWS) -> tuple[int, str]:
     """The Triton top-k/top-p kernel's cached fp32 buffer: min(next_pow2(P), SMs) x vocab x 4 B,
     P = min(SMs, rows) (vllm==0.19.0: v1/sample/ops/topk_topp_triton.py:1010-1021). It is
     allocated by the dummy sampler run through torch's caching allocator and stays referenced by
-    _TRITON_BUFFER_CACHE (nothing in vLLM calls reset_buffer_cache), so it counts in the profile peak."""
-    if rows < TRITON_TOPK_MIN_ROWS:
+    _TRITON_BUFFER_CACHE (nothing in vLLM calls reset_buffer_cache), so it counts in the profile peak.
+    ``min_rows``: fewer rows take PyTorch's sort instead (before 0.33)."""
+    if rows < min_rows:
         return 0, f"{rows} rows < {TRITON_TOPK_MIN_ROWS}: PyTorch sort, no Triton buffer"
     programs = min(sms, rows)
     size = min(1 << (programs - 1).bit_length(), sms)

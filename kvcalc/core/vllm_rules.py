@@ -64,11 +64,15 @@ SAMPLER_TRITON = "Triton top-k/top-p, in place"  # 0.17.0-0.20.x V1 runner (vllm
 # 0.21.0 turns VLLM_USE_FLASHINFER_SAMPLER on by default (vllm==0.21.0: envs.py:726-730): the V1 runner's dummy
 # sampler takes FlashInfer's top-k/top-p, FLASHINFER_SAMPLER_BYTES per element as before 0.12 (docs/vllm-budget.md 3)
 SAMPLER_FLASHINFER = "FlashInfer top-k/top-p (VLLM_USE_FLASHINFER_SAMPLER on by default)"  # 0.21.0-0.28.x V1 runner
-SAMPLER_V2 = "model runner V2: fp32 copy + fused Gumbel"  # V2 runner default on CUDA (vllm==0.33.0: v1/worker/gpu/sample/sampler.py:242)
 # 0.29-0.32, V2 for every architecture: the dummy requests register no sampling params, so apply_sampling_params
 # returns the logits untouched (no fp32 copy) and top-k/top-p is skipped; only the Gumbel kernel's per-block tables
 # follow (vllm==0.29.0: v1/worker/gpu/sample/sampler.py:218-219, :296-323; gumbel.py:275-279; 0.31.0: sampler.py:235-236)
 SAMPLER_V2_DUMMY = "model runner V2: logits in the model dtype, no per-request processing, Gumbel argmax"
+# 0.33: after that pass every dummy request is given SamplingParams.for_sampler_warmup() (top_k 50, top_p 0.9, penalties,
+# logit bias, min_p, logprobs; vllm==0.33.0: sampling_params.py:1477-1493) and the sampler runs again
+# (v1/worker/gpu/model_runner.py:1008-1014): an fp32 copy of the logits (sample/sampler.py:242), then FlashInfer's
+# top-k/top-p where the GPU takes it, else the Triton kernel and Gumbel (budget_rules.V2_WARMUP_*)
+SAMPLER_V2_WARMUP = "model runner V2: a second pass with warm-up sampling params (fp32 copy + top-k/top-p)"
 
 # architectures that default to model runner V2 before it is the default for all (0.29.0): DEFAULT_V2_MODEL_RUNNER_
 # ARCHITECTURES, config/vllm.py (vllm==0.22.0: :69; 0.23.0: :69-75; 0.24.0: :68-77; 0.25.0: :68-74); none in 0.21.0
@@ -156,8 +160,8 @@ class RuleLine:
     # --- the memory budget (issue 14; docs/vllm-budget.md cites each rule) ---
     # top-k/top-p path of the profile run's dummy sampler over max_num_seqs x vocab logits,
     # and its peak bytes per element with a bf16 model (docs/vllm-budget.md section 3)
-    sampler_path: str = SAMPLER_V2  # SAMPLER_* below
-    sampler_bytes: int = 10
+    sampler_path: str = SAMPLER_V2_WARMUP  # SAMPLER_* above
+    sampler_bytes: int = 14
     # 0.8.x charges all non-torch memory on the device, the CUDA context included
     # (vllm==0.8.5: v1/worker/gpu_worker.py:200-210); 0.9+ only what grew since init_device
     cuda_context_charged: bool = False
@@ -295,8 +299,8 @@ _BASE = dict(
     float_kv_mismatch=True,
     cross_from_batch=True,
     mxfp4_kernel=MXFP4_VENDORED_FREED,
-    sampler_path=SAMPLER_V2,
-    sampler_bytes=10,
+    sampler_path=SAMPLER_V2_WARMUP,
+    sampler_bytes=14,
     cuda_context_charged=False,
     free_delta_accounting=True,
     v2_for_all=True,
@@ -329,7 +333,7 @@ def _line(first: Release, last: Release, **changes: object) -> RuleLine:
 
 # Newest first; each line states how it differs from the current one (0.33).
 # the 0.29-0.32 dummy sampler: SAMPLER_V2_DUMMY, 2 B per (row x vocab) element (bf16 logits); 0.33 adds a second,
-# "warmup params" pass with the fp32 pipeline (vllm==0.33.0: v1/worker/gpu/model_runner.py:1008-1014), kept at 10
+# "warmup params" pass with the fp32 pipeline (SAMPLER_V2_WARMUP: 14 B with FlashInfer's top-k/top-p)
 _V2_DUMMY = dict(sampler_path=SAMPLER_V2_DUMMY, sampler_bytes=2)
 _V0_22 = dict(
     batch_defaults=BATCH_160GIB, log=LOG_COMBINED, float_kv_mismatch=False, yarn_len_from_original=True, **_V2_DUMMY

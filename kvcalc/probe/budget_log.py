@@ -50,6 +50,10 @@ SETTINGS: dict[str, re.Pattern[str]] = {
 _BOOLS = ("enforce_eager", "enable_prefix_caching")
 _TEXT = {"mamba_cache_mode": ("none", "align", "all"), "quantization": QUANTIZATIONS}
 FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
+# 0.21+ print these when FlashInfer's sampler is off (VLLM_USE_FLASHINFER_SAMPLER=0) or cannot run on the GPU; the
+# sampler then takes the Triton top-k/top-p (vllm==0.28.0: v1/sample/ops/topk_topp_sampler.py:47, :70;
+# vllm==0.33.0: :121-124, :156-160, :515-518)
+TRITON_SAMPLER = re.compile(r"FlashInfer top-p/top-k sampling (?:disabled via|unavailable)")
 # the torch.compile cache's state, as vLLM logs it at INFO: a cold compile ("Compiling a graph for compile range
 # %s takes %.2f s", "saved AOT compiled function"; vllm==0.29.0: compilation/backends.py:393-397, decorators.py:719)
 # or artifacts loaded ("Directly load the compiled graph(s) for compile range %s from the cache", "Directly load
@@ -82,6 +86,8 @@ def parse_budget(text: str) -> tuple[dict[str, float], dict[str, Any]]:
                 settings[key] = float(v) if "." in v else int(v)
     if FLASHINFER_SAMPLER.search(text):
         settings["sampler"] = "flashinfer"
+    elif TRITON_SAMPLER.search(text):
+        settings["sampler"] = "triton"
     if COMPILE_WARM.search(text):
         settings["compile_cache"] = "warm"
     elif COMPILE_COLD.search(text):
