@@ -28,6 +28,11 @@ import pytest
         (["--gpu", "T4", "--nvidia-driver", "10000000000"], "--nvidia-driver is a driver branch such as 570 or 580"),
         (["--gpu", "T4", "--nvidia-driver", "58"], "--nvidia-driver is a driver branch such as 570 or 580"),
         (["--gpu-memory", "80GiB", "--nvidia-driver", "58"], "--nvidia-driver is a driver branch such as 570 or 580"),
+        # the budget's word-valued flags are checked without --gpu too, where no budget is computed
+        (["--nvidia-driver", "58"], "--nvidia-driver is a driver branch such as 570 or 580"),
+        (["--sampler", "v2"], "--sampler 'v2' is not known; valid: auto, native, flashinfer, triton"),
+        (["--compile-cache", "hot"], "--compile-cache 'hot' is not known; valid: cold, warm"),
+        (["--quantization", "int3"], "--quantization 'int3' is not known"),
     ],
 )
 def test_bad_flags(run, args, needle):

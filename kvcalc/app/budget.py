@@ -15,6 +15,7 @@ from kvcalc.app.runner import model_runner_v2, v2_by_default
 from kvcalc.app.settings import Settings
 from kvcalc.core.budget_device import non_torch
 from kvcalc.core.budget_rules import (
+    COMPILE_CACHES,
     DEFAULT_SM_COUNT,
     FLASHINFER_ROW_STATES,
     PP_INTERMEDIATE_KEYS,
@@ -215,9 +216,6 @@ def _activation(
     unused_how = f"--sampler {s.sampler} not used: model runner V2's dummy run applies no top-k/top-p" if unused else ""
     notes = "".join(f"; {x}" for x in (kept_how, scratch_how, unused_how) if x)
     return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]}){notes}"
-
-
-COMPILE_CACHES = ("cold", "warm")
 
 
 def _with_encoder(act: int, how: str, encoder: tuple[int, int, str]) -> tuple[int, str]:

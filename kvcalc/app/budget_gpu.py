@@ -25,11 +25,16 @@ def optional_size(value: Any, flag: str) -> int | None:
     return None if value is None else parse_size(value, flag)
 
 
+def check_driver(driver: int | None) -> None:
+    """--nvidia-driver names a driver branch (DRIVER_BRANCHES)."""
+    if driver is not None and not (DRIVER_BRANCHES[0] <= driver <= DRIVER_BRANCHES[1]):
+        raise PlanError(f"{named('nvidia_driver')} is a driver branch such as 570 or 580 (a number of 3 or 4 digits), got {driver}")
+
+
 def gpu_total(s: Settings, line: RuleLine | None = None) -> tuple[str | None, int | None, str]:
     """The GPU's name, its total memory (the R580-era figure for a CUDA 13 release) and where it comes from."""
     gpu_name, total, source, driver = None, None, "", s.nvidia_driver
-    if driver is not None and not (DRIVER_BRANCHES[0] <= driver <= DRIVER_BRANCHES[1]):
-        raise PlanError(f"{named('nvidia_driver')} is a driver branch such as 570 or 580 (a number of 3 or 4 digits), got {driver}")
+    check_driver(driver)
     if is_auto(s.gpu):
         from kvcalc.sources.localgpu import detect
 

@@ -250,7 +250,25 @@ def check_flags(s: Settings) -> None:
 
         if str(s.usage_context).strip().lower() not in USAGE_CONTEXTS:
             raise PlanError(f"{named('usage_context')} {s.usage_context!r} is not known; valid: {', '.join(USAGE_CONTEXTS)}")
+    _check_words(s)
     check_version(s)
+
+
+def _check_words(s: Settings) -> None:
+    """The budget's settings that take one of a few words, or a driver branch: checked whether or not a
+    budget is computed (a --sampler typo without --gpu is still wrong)."""
+    from kvcalc.app.budget_gpu import check_driver
+    from kvcalc.core.budget_rules import COMPILE_CACHES, SAMPLERS
+    from kvcalc.core.quant import QUANTIZATIONS
+
+    quantization = None if s.quantization is None else str(s.quantization).strip().lower()
+    for name, value, valid in (
+        ("sampler", s.sampler, SAMPLERS), ("compile_cache", s.compile_cache, COMPILE_CACHES),
+        ("quantization", quantization, QUANTIZATIONS),
+    ):
+        if value is not None and value not in valid:
+            raise PlanError(f"{named(name)} {getattr(s, name)!r} is not known; valid: {', '.join(valid)}")
+    check_driver(s.nvidia_driver)
 
 
 def too_long(r: SizeResult) -> str | None:

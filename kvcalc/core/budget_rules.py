@@ -34,6 +34,7 @@ GIB = 1 << 30
 # (bf16 logits 2 + fp32 copy 4 + masked logits 4 + probs 4; docs/vllm-budget.md section 3)
 FLASHINFER_SAMPLER_BYTES = 14
 SAMPLERS = ("auto", "native", "flashinfer", "triton")
+COMPILE_CACHES = ("cold", "warm")  # --compile-cache (compile_examples)
 _SAMPLER_BYTES = {"native": 38, "flashinfer": FLASHINFER_SAMPLER_BYTES, "triton": 14}
 # vLLM 0.33's second dummy sampler pass (RuleLine.sampler_path SAMPLER_V2_WARMUP), per (row x vocab) element with a
 # bf16 model: the logits (2 B, held by _dummy_sampler_run) + their fp32 copy (4 B, vllm==0.33.0: v1/worker/gpu/sample/
