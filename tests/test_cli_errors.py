@@ -33,6 +33,7 @@ import pytest
         (["--sampler", "v2"], "--sampler 'v2' is not known; valid: auto, native, flashinfer, triton"),
         (["--compile-cache", "hot"], "--compile-cache 'hot' is not known; valid: cold, warm"),
         (["--quantization", "int3"], "--quantization 'int3' is not known"),
+        (["--speculative-config", "eagle"], "--speculative-config takes vLLM's JSON"),
     ],
 )
 def test_bad_flags(run, args, needle):

@@ -269,6 +269,18 @@ def _check_words(s: Settings) -> None:
         if value is not None and value not in valid:
             raise PlanError(f"{named(name)} {getattr(s, name)!r} is not known; valid: {', '.join(valid)}")
     check_driver(s.nvidia_driver)
+    if s.speculative_config is not None:
+        import json
+
+        try:
+            spec = json.loads(str(s.speculative_config))
+        except ValueError:
+            spec = None
+        if not isinstance(spec, dict):
+            raise PlanError(
+                f"{named('speculative_config')} takes vLLM's JSON, like '{{\"method\": \"eagle\", \"num_speculative_tokens\": 3}}'; "
+                f"got {s.speculative_config!r}"
+            )
 
 
 def too_long(r: SizeResult) -> str | None:
