@@ -98,6 +98,14 @@ def test_model_gives_layers_and_kv_bytes():
     assert code == 2 and err.count("\n") == 1
 
 
+def test_a_request_longer_than_the_model_is_warned():
+    # Qwen3-0.6B's config: max_position_embeddings 40960; P + G - 1 = 40960 positions fit, one more does not
+    fits = payload("qwen3-0.6b", "--prompt", "40960", "--gen", "1")
+    assert not any(n.startswith("warning:") for n in fits["notes"])
+    over = payload("qwen3-0.6b", "--prompt", "40961", "--gen", "1")
+    assert over["notes"][0].startswith("warning: a request of 40961 tokens is longer than qwen3-0.6b's maximum length 40960")
+
+
 @pytest.mark.parametrize(
     ("args", "flag"),
     [

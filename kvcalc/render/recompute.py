@@ -53,7 +53,7 @@ def recompute_payload(c: Any, result: Any = None) -> dict[str, Any]:
             "counted": "position passes through one decoder layer's norms, Q/K/V and output projections and MLP",
         },
         "kv": None,
-        "notes": [NOT_SPEED, SCORES_ESTIMATE],
+        "notes": [*(result.notes if result is not None else ()), NOT_SPEED, SCORES_ESTIMATE],
     }
     if result is not None:
         fp = result.footprint
@@ -142,5 +142,5 @@ def recompute_document(c: Any, result: Any = None, units: str = "iec") -> Any:
             "--continuation: y_G is fed back once more so its K/V is kept for the follow-up turn (P + G positions "
             "cached); the uncached path keeps nothing and is unchanged",
         )
-    doc.notes = notes
+    doc.notes = [*(result.notes if result is not None else ()), *notes]  # the model's warnings first
     return doc
