@@ -180,7 +180,7 @@ class Settings:
     )
     nvidia_driver: int | None = setting(
         None, "--nvidia-driver",
-        help="NVIDIA driver branch (550, 570, 580, ...): GeForce cards and the T4 report less memory from 570 on (default: "
+        help="NVIDIA driver branch (550, 570, 580, ...): GeForce cards, the T4 and the A10G report less memory from 570 on (default: "
         "what the release's wheel needs: vLLM 0.20.1+ is a CUDA 13 build, driver 580+)", kind=POSITIVE, panel=BUDGET,
     )
     gpu_memory_utilization: float | None = setting(

@@ -78,7 +78,10 @@ CATALOG: tuple[Gpu, ...] = (
     Gpu("L4", _gib(22.05), _oom("22.05", "github.com/vllm-project/vllm/issues/20214") + " on vLLM's CI L4; a deviceQuery "
         "with the CUDA 12.4 driver prints 21.95 GiB (23570219008 B)", (), True, sm=89, sms=58),
     Gpu("A10G", _gib(22.19), "torch OOM '(GPU 0; 22.19 GiB total capacity; ...)' on AWS ml.g5 (A10G) instances "
-        "(github.com/vllm-project/vllm/issues/372, 2023 driver; newer drivers report about 22.06)", ("A10",), True, sm=86),
+        "(github.com/vllm-project/vllm/issues/372, 2023 driver; newer drivers report about 22.06)", ("A10",), True, sm=86,
+        sms=80, total_r580=23684382720, r580_source="torch 2.15 nightly +cu130 (a CUDA 13 build: driver 580+) prints "
+        "'total_memory=22587MB' (MiB, floored: 23684382720 B) for an NVIDIA A10G, multi_processor_count=80, in TorchCodec's "
+        "CUDA decoding example page (index file 67234836605)"),
     Gpu("T4", _gib(14.74), _oom("14.74", "github.com/zai-org/CogVideo/issues/741"), (), True, sm=75, sms=40,
         total_r580=_gib(14.56), r580_source="vLLM 0.28.0 log 'Free memory on device (14.46/14.56 GiB) on startup' on a Colab "
         "Tesla T4 with torch 2.13.0+cu130 (github.com/dipan010/keel, bench/colab/vllm_probe-2.ipynb)"),
