@@ -123,7 +123,9 @@ def test_gpu_auto_without_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
      ("NVIDIA H800", "H800"), ("NVIDIA GeForce RTX 3060 Ti", "RTX-3060-Ti"), ("Quadro RTX 8000", "Quadro-RTX-8000"),
      # another card than the catalog's shorter name: None, not the RTX 3070 / RTX 5090 / RTX 4060 Ti 16GB
      ("NVIDIA GeForce RTX 3070 Ti", None), ("NVIDIA GeForce RTX 5090 D", None), ("NVIDIA GeForce RTX 4060 Laptop GPU", None),
-     ("NVIDIA B200", "B200")],
+     ("NVIDIA B200", "B200"),
+     # AWS's A10G and the A10 PCIe are two cards (80 and 72 SMs)
+     ("NVIDIA A10G", "A10G"), ("NVIDIA A10", "A10")],
 )
 def test_device_names_match_the_catalog(device: str, entry: str | None) -> None:
     from kvcalc.core.gpus import match_device

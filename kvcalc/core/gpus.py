@@ -78,10 +78,15 @@ CATALOG: tuple[Gpu, ...] = (
     Gpu("L4", _gib(22.05), _oom("22.05", "github.com/vllm-project/vllm/issues/20214") + " on vLLM's CI L4; a deviceQuery "
         "with the CUDA 12.4 driver prints 21.95 GiB (23570219008 B)", (), True, sm=89, sms=58),
     Gpu("A10G", _gib(22.19), "torch OOM '(GPU 0; 22.19 GiB total capacity; ...)' on AWS ml.g5 (A10G) instances "
-        "(github.com/vllm-project/vllm/issues/372, 2023 driver; newer drivers report about 22.06)", ("A10",), True, sm=86,
+        "(github.com/vllm-project/vllm/issues/372, 2023 driver; newer drivers report about 22.06)", (), True, sm=86,
         sms=80, total_r580=23684382720, r580_source="torch 2.15 nightly +cu130 (a CUDA 13 build: driver 580+) prints "
         "'total_memory=22587MB' (MiB, floored: 23684382720 B) for an NVIDIA A10G, multi_processor_count=80, in TorchCodec's "
         "CUDA decoding example page (index file 67234836605)"),
+    # the A10 (PCIe) is another card than AWS's A10G: 72 SMs against 80, the same 24 GB
+    Gpu("A10", _gib(22.18), _oom("22.18", "github.com/OpenBMB/MiniCPM-V/issues/640") + " on one A10 ('一张A10显卡'); a "
+        "lambdalabs A10 line reads 21.99 (github.com/zai-org/CogVLM/issues/236)", ("A10-PCIE", "A10-24GB"), True, sm=86,
+        sms=72, total_r580=_gib(22.06), r580_source="torch 2.14.0+cu130 (a CUDA 13 build: driver 580+; the file lists driver "
+        "580.95.05) prints 'GPU 0 has a total capacity of 22.06 GiB' on an 'NVIDIA A10' (index file 71609078484)"),
     Gpu("T4", _gib(14.74), _oom("14.74", "github.com/zai-org/CogVideo/issues/741"), (), True, sm=75, sms=40,
         total_r580=_gib(14.56), r580_source="vLLM 0.28.0 log 'Free memory on device (14.46/14.56 GiB) on startup' on a Colab "
         "Tesla T4 with torch 2.13.0+cu130 (github.com/dipan010/keel, bench/colab/vllm_probe-2.ipynb)"),
