@@ -465,6 +465,8 @@ def test_model_runner_v2_0_33_warmup_pass_runs_the_fp32_pipeline_with_flashinfer
     )
     # L40S (capability 8.9, 142 SMs): FlashInfer, 155,582,464 x 14 B = 2,178,154,496 + 10,485,760 + 1,048,576
     assert predict(qwen, s)[0]["torch_peak"] == 2_189_688_832
+    # PyTorch's sort is not taken while Triton exists (ops/topk_topp_sampler.py:515-518): --sampler native changes nothing
+    assert predict(qwen, s.with_(sampler="native"))[0]["torch_peak"] == 2_189_688_832
     # VLLM_USE_FLASHINFER_SAMPLER=0: 155,582,464 x 6 B = 933,494,784 + 10,485,760
     #   + Triton buffer min(256, 142) = 142 x 151936 x 4 B = 86,299,648 + Gumbel 1024 x 149 x 12 B = 1,830,912
     assert predict(qwen, s.with_(sampler="triton"))[0]["torch_peak"] == 1_032_111_104

@@ -193,6 +193,9 @@ def _activation(
         )
     # model runner V2's dummy run applies no top-k/top-p (0.22-0.32), so a named top-k/top-p path changes nothing there
     unused = s.sampler in ("native", "flashinfer", "triton") and (bool(v2) or line.sampler_path == SAMPLER_V2_DUMMY)
+    # 0.33's V2 warm-up pass takes FlashInfer or the Triton kernel, never PyTorch's sort while Triton exists
+    unused_native = s.sampler == "native" and line.sampler_path == SAMPLER_V2_WARMUP
+    unused = unused or unused_native
     sampler = None if unused else s.sampler
     bpe, path = sampler_bytes_per_element(line, sampler, shapes.dtype_bytes)
     rows = min(mnbt, seqs[0])
@@ -213,7 +216,10 @@ def _activation(
     else:
         scratch, scratch_how = _topk_scratch(s, line, rows, shapes.vocab, gpu)
     peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch, scratch_name, resident, examples)
-    unused_how = f"--sampler {s.sampler} not used: model runner V2's dummy run applies no top-k/top-p" if unused else ""
+    unused_how = "" if not unused else (
+        "--sampler native not used: 0.33's sampler takes FlashInfer or the Triton kernel (ops/topk_topp_sampler.py:515-518)"
+        if unused_native else f"--sampler {s.sampler} not used: model runner V2's dummy run applies no top-k/top-p"
+    )
     notes = "".join(f"; {x}" for x in (kept_how, scratch_how, unused_how) if x)
     return peak, f"estimate: {how}; {path}; max_num_seqs {seqs[0]} ({seqs[1]}){notes}"
 
