@@ -256,19 +256,23 @@ def check_flags(s: Settings) -> None:
 
 def _check_words(s: Settings) -> None:
     """The budget's settings that take one of a few words, or a driver branch: checked whether or not a
-    budget is computed (a --sampler typo without --gpu is still wrong)."""
-    from kvcalc.app.budget_gpu import check_driver
-    from kvcalc.core.budget_rules import COMPILE_CACHES, SAMPLERS
-    from kvcalc.core.quant import QUANTIZATIONS
+    budget is computed (a --sampler typo without --gpu is still wrong). The modules are imported only when
+    one of these flags is given (start-up time)."""
+    if s.sampler is not None or s.compile_cache is not None:
+        from kvcalc.core.budget_rules import COMPILE_CACHES, SAMPLERS
 
-    quantization = None if s.quantization is None else str(s.quantization).strip().lower()
-    for name, value, valid in (
-        ("sampler", s.sampler, SAMPLERS), ("compile_cache", s.compile_cache, COMPILE_CACHES),
-        ("quantization", quantization, QUANTIZATIONS),
-    ):
-        if value is not None and value not in valid:
-            raise PlanError(f"{named(name)} {getattr(s, name)!r} is not known; valid: {', '.join(valid)}")
-    check_driver(s.nvidia_driver)
+        for name, value, valid in (("sampler", s.sampler, SAMPLERS), ("compile_cache", s.compile_cache, COMPILE_CACHES)):
+            if value is not None and value not in valid:
+                raise PlanError(f"{named(name)} {value!r} is not known; valid: {', '.join(valid)}")
+    if s.quantization is not None:
+        from kvcalc.core.quant import QUANTIZATIONS
+
+        if str(s.quantization).strip().lower() not in QUANTIZATIONS:
+            raise PlanError(f"{named('quantization')} {s.quantization!r} is not known; valid: {', '.join(QUANTIZATIONS)}")
+    if s.nvidia_driver is not None:
+        from kvcalc.app.budget_gpu import check_driver
+
+        check_driver(s.nvidia_driver)
     if s.speculative_config is not None:
         import json
 
