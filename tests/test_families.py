@@ -146,6 +146,43 @@ def test_gemma3_text_config_takes_the_class_defaults(tmp_path):
     assert spec.arch["vocab_size"] == 262208
 
 
+def test_gemma4_full_layers_take_the_global_geometry_and_shared_layers_keep_no_cache(run_json):
+    # Gemma-4-31B-it (tests/data/vllm-logs/configs/gemma-4-31b-it.json): 50 sliding layers of 16 KV heads x 256 and
+    # 10 full-attention layers of num_global_key_value_heads 4 x global_head_dim 512 (attention_k_eq_v), K and V both
+    # kept: 50 x 2 x 16 x 256 x 2 + 10 x 2 x 4 x 512 x 2 = 819,200 + 81,920 = 901,120 B per token
+    cfg = Path(__file__).parent / "data" / "vllm-logs" / "configs" / "gemma-4-31b-it.json"
+    d = run_json("size", str(cfg), "--tokens", "4096")
+    assert d["bytes_per_token"] == 901_120
+    # at 4096 tokens the sliding layers hold their 1024-token window: 50 x 1024 x 16,384 + 10 x 4096 x 8,192
+    assert d["effective_bytes_per_rank"] == 50 * 1024 * 16_384 + 10 * 4096 * 8_192
+
+
+def test_gemma4_kv_sharing_defaults_and_bidirectional_window(tmp_path):
+    # An E2B-shaped text config (35 layers, 20 KV-shared): shared layers read the last earlier layer of their type and
+    # keep no cache (vllm==0.33.0: gemma4.py:471-492, gpu_model_runner.py:7094-7107). Without layer_types transformers
+    # fills five sliding to one full; the last layer is forced full; sliding_window absent is 512, and "all"
+    # bidirectional attention makes it 512 // 2 + 1 = 257 (transformers==5.24.0: configuration_gemma4.py:169, 183-199).
+    cfg = {"model_type": "gemma4_text", "hidden_size": 1536, "num_hidden_layers": 35, "num_attention_heads": 8,
+           "num_key_value_heads": 1, "head_dim": 256, "global_head_dim": 512, "num_kv_shared_layers": 20,
+           "vocab_size": 262144, "max_position_embeddings": 131072, "use_bidirectional_attention": "all"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    spec = resolve(str(path)).spec
+    assert len(spec.layers) == 15  # layers 0-14 own a cache
+    full = [x.layer for x in spec.layers if x.kind == "full"]
+    assert full == [5, 11]  # (i + 1) % 6 == 0 below 15; no attention_k_eq_v: the full layers keep 1 KV head
+    assert {(x.num_kv_heads, x.head_size) for x in spec.layers if x.kind == "full"} == {(1, 512)}
+    assert {(x.num_kv_heads, x.head_size, x.window) for x in spec.layers if x.kind == "sliding"} == {(1, 256, 257)}
+    # 13 sliding x 2 x 256 x 2 + 2 full x 2 x 512 x 2 = 13,312 + 4,096 B per token at full length
+    assert sum(2 * x.num_kv_heads * x.head_size * 2 for x in spec.layers) == 17_408
+    # a shared layer type with no earlier layer of its own is refused, as transformers and vLLM refuse it
+    path.write_text(json.dumps({**cfg, "layer_types": ["sliding_attention"] * 15 + ["full_attention"] * 20}))
+    from kvcalc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no earlier full_attention layer"):
+        resolve(str(path))
+
+
 def test_gemma3_linear_rope_table_is_factor_times_longer(tmp_path):
     # Gemma 3's global layers build get_rope from the config's rope_scaling, {"rope_type": "linear", "factor": 8.0}:
     # LinearScalingRotaryEmbedding keeps max_position x factor rows (vllm: rotary_embedding/linear_scaling_rope.py);

@@ -129,6 +129,25 @@ def test_qwen3_30b_a3b_tp2_0_10_2():
     expect(m["Maximum concurrency for 32,768 tokens"], round(lo / 2048, 2), round(hi / 2048, 2), 17.27)
 
 
+def test_gemma_4_31b_two_layer_geometries_0_23_0():
+    # Gemma-4-31B-it (configs/gemma-4-31b-it.json), TP 1, bf16. Sliding layers (50): 16 KV heads x 256, window 1024;
+    # full-attention layers (10): num_global_key_value_heads 4 x global_head_dim 512 (attention_k_eq_v), K and V both
+    # stored. Pages at block 16: sliding 16 x 16 x 256 x 2 x 2 B = 262,144; full 16 x 4 x 512 x 2 x 2 B = 131,072, so
+    # the full layers' block becomes 32 (262,144). Groups: 10 layers (10 < 1.5 x 50 fails) -> 5 sliding + 1 full;
+    # one block of the pool = 10 x 262,144 B. Per request at 32,768 tokens with 8192 batched tokens: full
+    # cdiv(32768, 32) = 1024 blocks, each sliding group cdiv(1023 + 8192, 16) + 1 = 577 -> 1024 + 5 x 577 = 3909.
+    # Tokens: int(concurrency x 32768) (0.23).
+    bpb = 10 * 262_144
+    per_request = 32768 // 32 + 5 * (math.ceil((1023 + 8192) / 16) + 1)
+    assert per_request == 3909
+    lo, hi = (b // bpb for b in ends("28.41"))
+    code, r, err = probe(str(CONFIGS / "gemma-4-31b-it.json"), "kaggle-gemma-4-31b-it-0.23.0.log")
+    assert code == 0, err
+    m = rows(r)
+    expect(m["GPU KV cache size"], int(lo / per_request * 32768), int(hi / per_request * 32768), 97_541)
+    expect(m["Maximum concurrency for 32,768 tokens"], round(lo / per_request, 2), round(hi / per_request, 2), 2.98)
+
+
 def test_qwen3_14b_0_10_2():
     # Qwen3-14B (configs/qwen3-14b.json): 40 layers x 16 x 8 KV heads x 256 x 2 B per block
     bpb = 40 * 16 * 8 * 256 * 2

@@ -4,10 +4,13 @@ Shared by the vLLM budget (app.budget), the SGLang budget and the hybrid state-p
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kvcalc.app.settings import Settings
+from kvcalc.core.budget_rules import COMPILE_CACHES, SAMPLERS
 from kvcalc.core.gpus import Gpu, cuda_total, find_gpu, is_auto, match_device
+from kvcalc.core.quant import QUANTIZATIONS
 from kvcalc.core.units import figure, parse_size
 from kvcalc.core.vllm_rules import RuleLine
 from kvcalc.errors import PlanError, named
@@ -89,3 +92,25 @@ def ambiguous_gpu(asked: str | None) -> tuple[str, ...]:
         f"--gpu {asked} means {gpu.name} ({figure(gpu.memory_bytes)}); "
         f"give --gpu {' or --gpu '.join(others)} for the other {'card' if len(others) == 1 else 'cards'}",
     )
+
+
+def check_budget_words(s: Settings) -> None:
+    """The budget's settings that take one of a few words, or a driver branch: checked whether or not a
+    budget is computed (a --sampler typo without --gpu is still wrong; app.service.check_flags calls it only
+    when one of them is given, for start-up time)."""
+    for name, value, valid in (("sampler", s.sampler, SAMPLERS), ("compile_cache", s.compile_cache, COMPILE_CACHES)):
+        if value is not None and value not in valid:
+            raise PlanError(f"{named(name)} {value!r} is not known; valid: {', '.join(valid)}")
+    if s.quantization is not None and str(s.quantization).strip().lower() not in QUANTIZATIONS:
+        raise PlanError(f"{named('quantization')} {s.quantization!r} is not known; valid: {', '.join(QUANTIZATIONS)}")
+    check_driver(s.nvidia_driver)
+    if s.speculative_config is not None:
+        try:
+            spec = json.loads(str(s.speculative_config))
+        except ValueError:
+            spec = None
+        if not isinstance(spec, dict):
+            raise PlanError(
+                f"{named('speculative_config')} takes vLLM's JSON, like '{{\"method\": \"eagle\", \"num_speculative_tokens\": 3}}'; "
+                f"got {s.speculative_config!r}"
+            )

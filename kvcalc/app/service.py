@@ -250,41 +250,11 @@ def check_flags(s: Settings) -> None:
 
         if str(s.usage_context).strip().lower() not in USAGE_CONTEXTS:
             raise PlanError(f"{named('usage_context')} {s.usage_context!r} is not known; valid: {', '.join(USAGE_CONTEXTS)}")
-    _check_words(s)
+    if any(v is not None for v in (s.sampler, s.compile_cache, s.quantization, s.nvidia_driver, s.speculative_config)):
+        from kvcalc.app.budget_gpu import check_budget_words
+
+        check_budget_words(s)
     check_version(s)
-
-
-def _check_words(s: Settings) -> None:
-    """The budget's settings that take one of a few words, or a driver branch: checked whether or not a
-    budget is computed (a --sampler typo without --gpu is still wrong). The modules are imported only when
-    one of these flags is given (start-up time)."""
-    if s.sampler is not None or s.compile_cache is not None:
-        from kvcalc.core.budget_rules import COMPILE_CACHES, SAMPLERS
-
-        for name, value, valid in (("sampler", s.sampler, SAMPLERS), ("compile_cache", s.compile_cache, COMPILE_CACHES)):
-            if value is not None and value not in valid:
-                raise PlanError(f"{named(name)} {value!r} is not known; valid: {', '.join(valid)}")
-    if s.quantization is not None:
-        from kvcalc.core.quant import QUANTIZATIONS
-
-        if str(s.quantization).strip().lower() not in QUANTIZATIONS:
-            raise PlanError(f"{named('quantization')} {s.quantization!r} is not known; valid: {', '.join(QUANTIZATIONS)}")
-    if s.nvidia_driver is not None:
-        from kvcalc.app.budget_gpu import check_driver
-
-        check_driver(s.nvidia_driver)
-    if s.speculative_config is not None:
-        import json
-
-        try:
-            spec = json.loads(str(s.speculative_config))
-        except ValueError:
-            spec = None
-        if not isinstance(spec, dict):
-            raise PlanError(
-                f"{named('speculative_config')} takes vLLM's JSON, like '{{\"method\": \"eagle\", \"num_speculative_tokens\": 3}}'; "
-                f"got {s.speculative_config!r}"
-            )
 
 
 def too_long(r: SizeResult) -> str | None:

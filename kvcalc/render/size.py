@@ -169,7 +169,8 @@ def formula(fp: Footprint, units: str = "iec") -> str:
     m = fp.model
     kinds = set(m.kinds)
     e = fp.cache.kv_dtype.bytes
-    if kinds <= {"full", "sliding", "chunked"} and not fp.cache.kv_dtype.scale_bytes_per_head:
+    one_shape = len({(x.num_kv_heads, x.head_size) for x in m.layers}) == 1
+    if kinds <= {"full", "sliding", "chunked"} and one_shape and not fp.cache.kv_dtype.scale_bytes_per_head:
         n = sum(1 for x in m.layers if x.kind in kinds)
         return (
             f"2 x {n} layers x {m.num_kv_heads} KV heads x {m.head_dim} head_dim x {e} B "

@@ -15,6 +15,7 @@ from kvcalc.errors import ConfigError
 from kvcalc.sources.config_fields import MAX_FIELD
 from kvcalc.sources.config_fields import checked_int as _int
 from kvcalc.sources.config_fields import finite as _finite
+from kvcalc.sources.gemma4_config import GEMMA4_TYPES, gemma4_layers
 from kvcalc.sources.state_config import state_arch
 
 # vLLM ModelArchConfigConvertor.is_deepseek_mla (model types that cache one latent)
@@ -72,6 +73,7 @@ REVIEWED_TYPES = frozenset(
         "gemma2",
         "gemma3",
         "gemma3_text",
+        *GEMMA4_TYPES,
         "cohere2",
         "starcoder2",
         "gpt_oss",
@@ -406,6 +408,25 @@ def _granite_mlp_keys(arch: dict) -> None:
         arch["intermediate_size"] = shared
 
 
+def _layer_archs(
+    text: dict, where: str, text_type: str, kinds: list[tuple[str, int]], mla: bool, kv_heads: int, hd: int, hd_v: int
+) -> tuple[list[LayerArch], tuple[tuple[str, int], ...]]:
+    """Each decoder layer's cache-holding module, every attention layer of one geometry."""
+    state: tuple[StateArch, ...] = ()
+    divisors: tuple[tuple[str, int], ...] = ()
+    if any(k == "mamba" for k, _ in kinds):
+        state, divisors = state_arch(text, where, text_type)
+    layers = []
+    for i, (kind, window) in enumerate(kinds):
+        if kind == "mamba":
+            layers.append(LayerArch(i, "mamba", state=state))
+        elif mla:
+            layers.append(LayerArch(i, "mla", 1, hd, 0))
+        else:
+            layers.append(LayerArch(i, kind, kv_heads, hd, hd_v, window=window))
+    return layers, divisors
+
+
 def spec_from_config(cfg: Any, *, name: str, source: str) -> ModelSpec:
     """Build the canonical model spec from a parsed config.json."""
     if not isinstance(cfg, dict):
@@ -444,19 +465,13 @@ def spec_from_config(cfg: Any, *, name: str, source: str) -> ModelSpec:
                 f"multi_query true: one KV head (vLLM), not the num_kv_heads {text['num_kv_heads']} transformers saved"
             )
 
-    kinds = _layer_kinds(text, where, text_type, n, notes)
-    state: tuple[StateArch, ...] = ()
     divisors: tuple[tuple[str, int], ...] = ()
-    if any(k == "mamba" for k, _ in kinds):
-        state, divisors = state_arch(text, where, text_type)
-    layers = []
-    for i, (kind, window) in enumerate(kinds):
-        if kind == "mamba":
-            layers.append(LayerArch(i, "mamba", state=state))
-        elif mla:
-            layers.append(LayerArch(i, "mla", 1, hd, 0))
-        else:
-            layers.append(LayerArch(i, kind, kv_heads, hd, hd_v, window=window))
+    if text_type in GEMMA4_TYPES:
+        layers = gemma4_layers(text, where, n, kv_heads, hd, notes)
+        kinds = [(x.kind, x.window) for x in layers]
+    else:
+        kinds = _layer_kinds(text, where, text_type, n, notes)
+        layers, divisors = _layer_archs(text, where, text_type, kinds, mla, kv_heads, hd, hd_v)
 
     max_len, max_len_yarn_original = derived_max_lens(cfg, text) or (None, None)
     if max_len is None:
