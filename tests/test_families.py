@@ -157,6 +157,31 @@ def test_gemma4_full_layers_take_the_global_geometry_and_shared_layers_keep_no_c
     assert d["effective_bytes_per_rank"] == 50 * 1024 * 16_384 + 10 * 4096 * 8_192
 
 
+def test_gemma4_31b_parameters_come_to_its_checkpoint():
+    # The Kaggle vLLM 0.23.0 start of Gemma-4-31B-it (tests/data/vllm-logs/kaggle-gemma-4-31b-it-0.23.0.log) prints
+    # "Checkpoint size: 58.25 GiB" (bf16). Hand count: sliding layer q 5376 x 32 x 256, k and v 5376 x 16 x 256,
+    # o 32 x 256 x 5376, q/k norms 2 x 256; full layer q and o with 512-wide heads, k only (K = V) 5376 x 4 x 512,
+    # q/k norms 2 x 512; MLP 3 x 5376 x 21504; four norms 4 x 5376 and a layer_scalar per layer; embedding
+    # 262144 x 5376 (tied). Vision: 27 x (4 x 1152^2 + 2 x 72 + 3 x 1152 x 4304 + 4 x 1152), patch projection
+    # 768 x 1152, position table 2 x 10240 x 1152, standardize bias and scale 2 x 1152, projector 1152 x 5376.
+    from kvcalc.core.plan import ParallelPlan
+    from kvcalc.core.weights import estimate_weights
+
+    sliding = 2 * 5376 * 32 * 256 + 2 * 5376 * 16 * 256 + 2 * 256
+    full = 2 * 5376 * 32 * 512 + 5376 * 4 * 512 + 2 * 512
+    per_layer = 3 * 5376 * 21504 + 4 * 5376 + 1
+    text = 50 * (sliding + per_layer) + 10 * (full + per_layer) + 262144 * 5376
+    vision = 27 * (4 * 1152**2 + 2 * 72 + 3 * 1152 * 4304 + 4 * 1152) + 768 * 1152 + 2 * 10240 * 1152 + 2 * 1152 + 1152 * 5376
+    final_norm = 5376
+    assert round((text + vision + final_norm) * 2 / 2**30, 2) == 58.25  # the figure the log prints
+    spec = resolve(str(Path(__file__).parent / "data" / "vllm-logs" / "configs" / "gemma-4-31b-it.json")).spec
+    est = estimate_weights(spec, ParallelPlan(tp=1, pp=1, dp=1))
+    assert est.parameters == text + vision  # kvcalc's parameter count leaves the final norm out (every model)
+    # per GPU also the final norm and the two RoPE tables: 262144 positions x (256 + 512) x 2 B (proportional RoPE
+    # keeps all 512 dims)
+    assert est.bytes_per_stage == (2 * (text + vision + final_norm) + 262144 * (256 + 512) * 2,)
+
+
 def test_gemma4_kv_sharing_defaults_and_bidirectional_window(tmp_path):
     # An E2B-shaped text config (35 layers, 20 KV-shared): shared layers read the last earlier layer of their type and
     # keep no cache (vllm==0.33.0: gemma4.py:471-492, gpu_model_runner.py:7094-7107). Without layer_types transformers

@@ -19,6 +19,13 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from kvcalc.core.dtypes import MODEL_DTYPES
+from kvcalc.core.gemma4_weights import (
+    GEMMA4_TEXT_TYPES,
+    gemma4_layer_params,
+    gemma4_vision_params,
+    ple_params,
+    rope_table_elements,
+)
 from kvcalc.core.mixers import EXPERT_KEYS, arch_int, mixer_params
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
@@ -43,6 +50,8 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
     """(attention-or-mixer params, dense-MLP params, expert params) of decoder layer i."""
     h = _get(a, "hidden_size", "d_model", "n_embd")
     heads = model.num_attention_heads
+    if model.model_type in GEMMA4_TEXT_TYPES:  # per-layer geometry, KV-shared layers, MoE beside the MLP, PLE
+        return gemma4_layer_params(a, i, model.num_layers, h, heads)
     attn = 0
     if kind == "mamba":
         attn = mixer_params(a, h)
@@ -194,6 +203,9 @@ def rope_table_bytes(model: ModelSpec, a: dict, dt: int) -> tuple[int, str]:
     if model.model_type == "gpt_oss":
         table = yarn_table_bytes(model, a)
         return table, f"fp32 YaRN table {table:,} B" if table else ""
+    if model.model_type in GEMMA4_TEXT_TYPES:
+        elements, what = rope_table_elements(a)
+        return elements * dt, f"{what} x {dt} B = {elements * dt:,} B"
     gemma3 = model.model_type in GEMMA3_TYPES
     if model.mla or (model.model_type not in ROPE_TABLE_TYPES and not gemma3):
         return 0, ""
@@ -243,16 +255,18 @@ def _stage_extras(model: ModelSpec, a: dict, tp: int, dt: int, towers_off: bool 
         return table, 0, ", ".join(x for x in (how, "no vision tower (every modality limit 0)") if x)
     vision, h = a.get("vision_config"), _get(a, "hidden_size")
     llama4 = model.model_type in LLAMA4_TYPES and isinstance(vision, dict)
-    towers: tuple[tuple[str, Callable[[int], int]], ...] = (
-        ("vision tower", lambda t: llama4_vision_params(vision, h, t) if llama4 else 0),  # type: ignore[arg-type]
-        ("SigLIP vision tower", lambda t: gemma3_siglip_params(a, h, t)),
-        ("CLIP vision tower", lambda t: llava_clip_params(a, h, t)),
-        ("Qwen3-VL vision tower", lambda t: qwen3_vl_tower_params(a, t)),
+    towers: tuple[tuple[str, Callable[[int], int], str], ...] = (
+        ("vision tower", lambda t: llama4_vision_params(vision, h, t) if llama4 else 0, "TP-sharded"),  # type: ignore[arg-type]
+        ("SigLIP vision tower", lambda t: gemma3_siglip_params(a, h, t), "TP-sharded"),
+        ("CLIP vision tower", lambda t: llava_clip_params(a, h, t), "TP-sharded"),
+        ("Qwen3-VL vision tower", lambda t: qwen3_vl_tower_params(a, t), "TP-sharded"),
+        # transformers' module through AutoModel: whole on every rank (vllm==0.33.0: gemma4_mm.py:1102)
+        ("Gemma 4 vision tower", lambda t: gemma4_vision_params(a, h), "whole on every GPU"),
     )
-    for label, params in towers:
+    for label, params, split in towers:
         tower = params(tp) * dt
         if tower:
-            how = ", ".join(x for x in (how, f"{label} + projector {tower:,} B (TP-sharded)") if x)
+            how = ", ".join(x for x in (how, f"{label} + projector {tower:,} B ({split})") if x)
             return table + tower, params(1), how
     return table, 0, how
 
@@ -348,8 +362,8 @@ def _estimate(
             inter = _get(a, "moe_intermediate_size", "intermediate_size")
             exp_bytes = padded[0](n_exp, h, inter, tp) if expert_ranks is None else padded[0](n_exp, h, inter, 1) / er
         per_layer_bytes.append(rank_attn * linear_b + dense / tp * linear_b + exp_bytes + 2 * h * dt)
-    embed = vocab * h
-    total += embed + (0 if tied else embed)
+    embed, ple = vocab * h, ple_params(a, model.num_layers, h) if model.model_type in GEMMA4_TEXT_TYPES else 0  # ple: stage 0
+    total += embed + (0 if tied else embed) + ple
     if model.encoder_decoder:
         total *= 2  # the encoder: about as large as the decoder (estimate)
         per_layer_bytes = [2 * b for b in per_layer_bytes]
@@ -358,7 +372,8 @@ def _estimate(
     table, vision_params, extra_how = _stage_extras(model, a, tp, dt, towers_off) if vllm_extras else (0, 0, "")
     total += vision_params
     # what PyTorch's allocator counts beyond the tensors' sizes (core/weight_tensors.py): unquantized decoders
-    plain = vllm_extras and not model.encoder_decoder and linear_b == expert_b == dt and not mxfp4
+    # (Gemma 4: its tensor list, weight_tensors, is not modelled)
+    plain = vllm_extras and not model.encoder_decoder and linear_b == expert_b == dt and not mxfp4 and model.model_type not in GEMMA4_TEXT_TYPES
     dims = (h, vocab, _get(a, *EXPERT_KEYS), _gated(model, a), rope_table_bytes(model, a, dt)[0])
     for s, (start, end) in enumerate(ranges):
         b = sum(per_layer_bytes[start:end]) + table
@@ -366,7 +381,7 @@ def _estimate(
             ends = (s == 0, s == len(ranges) - 1, tied)
             b += stage_slack(model, _layer_table(model, _arch_id), (start, end), (tp, expert_ranks or tp), dt, ends, dims)
         if s == 0:
-            b += embed / tp * dt
+            b += (embed + ple) / tp * dt
         if s == len(ranges) - 1:
             b += embed / tp * dt + h * dt  # LM head (tied: the same size, held again on a different stage or shared)
             if tied and len(ranges) == 1:

@@ -29,9 +29,8 @@ GEMMA4_GLOBAL_HEAD_DIM = 512
 GEMMA4_PATTERN = 6  # five sliding layers, then one full
 WEIGHTS_NOTE = (
     "Gemma 4: the KV cache follows vLLM's per-layer geometry (full-attention layers' global_head_dim and "
-    "num_global_key_value_heads, KV-shared layers without a cache); the weights estimate does not count the "
-    "per-layer embeddings, the vision/audio towers or the K = V and KV-shared projections: give a checkpoint "
-    "folder or --weights-bytes for the budget"
+    "num_global_key_value_heads, KV-shared layers without a cache); the weights estimate counts that geometry, "
+    "the per-layer embeddings, a MoE block and the vision tower (core.gemma4_weights), not an audio tower"
 )
 
 
