@@ -88,6 +88,12 @@ def gemma4_layers(text: dict, where: str, n: int, kv_heads: int, head_dim: int, 
     global_kv = kv_heads
     if text.get("attention_k_eq_v") and text.get("num_global_key_value_heads") is not None:
         global_kv = _int(text, "num_global_key_value_heads", where)
+        heads = _int(text, "num_attention_heads", where)
+        if heads % global_kv:
+            raise ConfigError(
+                f"config{where} field 'num_global_key_value_heads' is {global_kv}: KV heads must divide the {heads} "
+                "attention heads (num_attention_heads)"
+            )
     shared = _opt(text, "num_kv_shared_layers", where, 0, minimum=0)
     if shared >= n and n:
         raise ConfigError(f"config{where} field 'num_kv_shared_layers' is {shared}; it must leave layers of their own ({n})")
