@@ -182,6 +182,20 @@ def test_gemma4_31b_parameters_come_to_its_checkpoint():
     assert est.bytes_per_stage == (2 * (text + vision + final_norm) + 262144 * (256 + 512) * 2,)
 
 
+def test_gemma4_full_graphs_do_not_run_flashattention_3():
+    # FA3 takes head sizes up to 256; Gemma 4's 512-wide full-attention heads make vLLM force TRITON_ATTN for every
+    # layer (the Kaggle 0.23.0 log prints "Forcing TRITON_ATTN backend"), so no FA3 split accumulators are charged
+    # on an H100, while Qwen3-8B (head 128, 32 query heads) keeps them
+    from kvcalc.app.cudagraph_budget import fa3_full_graphs
+    from kvcalc.app.settings import Settings
+    from kvcalc.core.plan import ParallelPlan
+
+    gemma = resolve(str(Path(__file__).parent / "data" / "vllm-logs" / "configs" / "gemma-4-31b-it.json")).spec
+    one = ParallelPlan(tp=1, pp=1, dp=1)
+    assert fa3_full_graphs(Settings(), gemma, one, 90) is None
+    assert fa3_full_graphs(Settings(), resolve("qwen3-8b").spec, one, 90) == (32, 128)
+
+
 def test_gemma4_kv_sharing_defaults_and_bidirectional_window(tmp_path):
     # An E2B-shaped text config (35 layers, 20 KV-shared): shared layers read the last earlier layer of their type and
     # keep no cache (vllm==0.33.0: gemma4.py:471-492, gpu_model_runner.py:7094-7107). Without layer_types transformers

@@ -28,7 +28,10 @@ def fa3_full_graphs(s: Settings, model: ModelSpec, plan: ParallelPlan, sm: int) 
     _get_backend_priorities), with self-attention layers only and no other backend asked for."""
     if sm != HOPPER or model.mla or s.attention_backend not in (None, "FLASH_ATTN"):
         return None
-    if not set(model.kinds) <= FA3_LAYER_KINDS or max(model.head_dim, model.head_dim_v) > FA3_MAX_HEAD_DIM:
+    # every layer's head size: Gemma 4's 512-wide full-attention heads make vLLM force TRITON_ATTN for all layers
+    # (vllm==0.33.0: model_executor/models/config.py:301, Gemma4Config.verify_and_update_config; 0.19.0: :61)
+    widest = max((max(x.head_size, x.head_size_v) for x in model.layers), default=0)
+    if not set(model.kinds) <= FA3_LAYER_KINDS or max(model.head_dim, model.head_dim_v, widest) > FA3_MAX_HEAD_DIM:
         return None
     return model.num_attention_heads // plan.tp, model.head_dim_v
 
