@@ -9,7 +9,7 @@ from typing import Any
 
 from kvcalc.app.settings import Settings
 from kvcalc.core.budget_rules import COMPILE_CACHES, SAMPLERS
-from kvcalc.core.gpus import Gpu, cuda_total, find_gpu, is_auto, match_device
+from kvcalc.core.gpus import CATALOG, Gpu, cuda_total, find_gpu, is_auto, match_device
 from kvcalc.core.quant import QUANTIZATIONS
 from kvcalc.core.units import figure, parse_size
 from kvcalc.core.vllm_rules import RuleLine
@@ -66,21 +66,17 @@ def catalog_gpu(s: Settings, gpu_name: str | None) -> Gpu | None:
 
 def settings_gpu(s: Settings) -> Gpu | None:
     """The catalog entry of --gpu, or of the local card for --gpu auto (detected once per process); None without one."""
-    if s.gpu is None:
-        return None
-    if is_auto(s.gpu):
-        from kvcalc.sources.localgpu import detect
+    if not is_auto(s.gpu):
+        return catalog_gpu(s, s.gpu)
+    from kvcalc.sources.localgpu import detect
 
-        return match_device(detect()[0])
-    return find_gpu(s.gpu)
+    return catalog_gpu(s, detect()[0])
 
 
 def ambiguous_gpu(asked: str | None) -> tuple[str, ...]:
     """A short alias that other cards' names also start with (--gpu A100) says what it means."""
     if asked is None or is_auto(asked):
         return ()
-    from kvcalc.core.gpus import CATALOG
-
     gpu = find_gpu(asked)
     key = asked.strip().upper().replace("_", "-").replace(" ", "-")
     if key == gpu.name.upper():

@@ -27,7 +27,8 @@ from __future__ import annotations
 from kvcalc.core.mixers import arch_int
 
 GEMMA4_TEXT_TYPES = ("gemma4_text",)
-PATTERN = 6
+PATTERN = 6  # five sliding layers, then one full
+GLOBAL_HEAD_DIM = 512  # transformers' default global_head_dim
 
 
 def layer_types(a: dict, n: int) -> list[str]:
@@ -38,14 +39,18 @@ def layer_types(a: dict, n: int) -> list[str]:
     return [*types[:-1], "full_attention"] if n else []
 
 
+def full_geometry(a: dict, kv_heads: int) -> tuple[int, int]:
+    """(KV heads, head size) of a full-attention layer: num_global_key_value_heads with attention_k_eq_v,
+    else the sliding layers' ``kv_heads``; global_head_dim."""
+    if a.get("attention_k_eq_v") and a.get("num_global_key_value_heads") is not None:
+        kv_heads = arch_int(a, "num_global_key_value_heads")
+    return kv_heads, arch_int(a, "global_head_dim", default=GLOBAL_HEAD_DIM)
+
+
 def _geometry(a: dict, full: bool) -> tuple[int, int]:
     """(KV heads, head size) of a full or sliding layer."""
     kv, d = arch_int(a, "num_key_value_heads"), arch_int(a, "head_dim")
-    if not full:
-        return kv, d
-    if a.get("attention_k_eq_v") and a.get("num_global_key_value_heads") is not None:
-        kv = arch_int(a, "num_global_key_value_heads")
-    return kv, arch_int(a, "global_head_dim", default=512)
+    return full_geometry(a, kv) if full else (kv, d)
 
 
 def gemma4_layer_params(a: dict, i: int, n: int, h: int, heads: int) -> tuple[int, int, int]:

@@ -19,14 +19,13 @@ keep no cache of their own:
 
 from __future__ import annotations
 
+from kvcalc.core.gemma4_weights import GLOBAL_HEAD_DIM, PATTERN, full_geometry, layer_types
 from kvcalc.core.model import LayerArch
 from kvcalc.errors import ConfigError
 from kvcalc.sources.config_fields import checked_int as _int
 
 GEMMA4_TYPES = frozenset({"gemma4_text"})
 GEMMA4_SW_DEFAULT = 512
-GEMMA4_GLOBAL_HEAD_DIM = 512
-GEMMA4_PATTERN = 6  # five sliding layers, then one full
 WEIGHTS_NOTE = (
     "Gemma 4: the KV cache follows vLLM's per-layer geometry (full-attention layers' global_head_dim and "
     "num_global_key_value_heads, KV-shared layers without a cache); the weights estimate counts that geometry, "
@@ -49,19 +48,19 @@ def _window(text: dict, where: str, notes: list[str]) -> int:
 
 
 def _layer_types(text: dict, where: str, n: int, notes: list[str]) -> list[str]:
+    """The config's layer_types checked, then filled and forced as transformers does (core.gemma4_weights.layer_types)."""
     types = text.get("layer_types")
     if types is None:
-        notes.append("layer_types absent: five sliding layers to one full, as transformers fills them for gemma4_text")
-        types = ["sliding_attention" if (i + 1) % GEMMA4_PATTERN else "full_attention" for i in range(n)]
-    if not isinstance(types, list) or len(types) != n:
-        raise ConfigError(f"config{where} field 'layer_types' must list one type per layer ({n})")
-    for i, t in enumerate(types):
-        if t not in ("sliding_attention", "full_attention"):
-            raise ConfigError(f"config{where} layer_types[{i}] is {t!r}; Gemma 4 knows sliding_attention, full_attention")
-    if n and types[-1] != "full_attention":
-        notes.append("the last layer is forced to full_attention, as transformers does for gemma4_text")
-        types = [*types[:-1], "full_attention"]
-    return list(types)
+        notes.append(f"layer_types absent: {PATTERN - 1} sliding layers to one full, as transformers fills them for gemma4_text")
+    else:
+        if not isinstance(types, list) or len(types) != n:
+            raise ConfigError(f"config{where} field 'layer_types' must list one type per layer ({n})")
+        for i, t in enumerate(types):
+            if t not in ("sliding_attention", "full_attention"):
+                raise ConfigError(f"config{where} layer_types[{i}] is {t!r}; Gemma 4 knows sliding_attention, full_attention")
+        if n and types[-1] != "full_attention":
+            notes.append("the last layer is forced to full_attention, as transformers does for gemma4_text")
+    return layer_types(text, n)
 
 
 def _per_layer(text: dict, where: str, n: int, notes: list[str]) -> dict[int, dict[str, int]] | None:
@@ -84,10 +83,10 @@ def gemma4_layers(text: dict, where: str, n: int, kv_heads: int, head_dim: int, 
     """The cache-holding self-attention layers of a Gemma 4 decoder (KV-shared layers left out)."""
     types = _layer_types(text, where, n, notes)
     window = _window(text, where, notes)
-    global_dim = _opt(text, "global_head_dim", where, GEMMA4_GLOBAL_HEAD_DIM)
-    global_kv = kv_heads
-    if text.get("attention_k_eq_v") and text.get("num_global_key_value_heads") is not None:
-        global_kv = _int(text, "num_global_key_value_heads", where)
+    _opt(text, "global_head_dim", where, GLOBAL_HEAD_DIM)  # checked here, read by full_geometry
+    global_kv, global_dim = full_geometry(text, kv_heads)
+    if global_kv != kv_heads:
+        _int(text, "num_global_key_value_heads", where)
         heads = _int(text, "num_attention_heads", where)
         if heads % global_kv:
             raise ConfigError(
