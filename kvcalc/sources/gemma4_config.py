@@ -83,10 +83,11 @@ def gemma4_layers(text: dict, where: str, n: int, kv_heads: int, head_dim: int, 
     """The cache-holding self-attention layers of a Gemma 4 decoder (KV-shared layers left out)."""
     types = _layer_types(text, where, n, notes)
     window = _window(text, where, notes)
-    _opt(text, "global_head_dim", where, GLOBAL_HEAD_DIM)  # checked here, read by full_geometry
+    _opt(text, "global_head_dim", where, GLOBAL_HEAD_DIM)  # the fields checked here, read by full_geometry
+    if text.get("attention_k_eq_v"):
+        _opt(text, "num_global_key_value_heads", where, kv_heads)
     global_kv, global_dim = full_geometry(text, kv_heads)
     if global_kv != kv_heads:
-        _int(text, "num_global_key_value_heads", where)
         heads = _int(text, "num_attention_heads", where)
         if heads % global_kv:
             raise ConfigError(
