@@ -339,9 +339,12 @@ def test_split_tables_repeat_the_columns_that_name_a_row(run, monkeypatch):
     assert len(headers) > 1 and all(h.split()[:2] == ["deployment", "promise"] for h in headers)
 
 
-def test_speculative_config_is_accepted_and_named_as_not_modelled(run_json):
-    # vLLM's --speculative-config pastes with a command line; kvcalc does not model the drafter and says so
-    r = run_json("size", "qwen3-8b", "--gpu", "H100-80GB", "--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3}')
+def test_speculative_config_is_read_and_named(run_json):
+    # vLLM's --speculative-config pastes with a command line; with vLLM kvcalc counts the drafter (an n-gram
+    # drafter holds no KV), with SGLang it says the drafter is not modelled
+    r = run_json("size", "qwen3-8b", "--gpu", "H100-80GB", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}')
     notes = " ".join(r["notes"])
-    assert "speculative decoding is not modelled" in notes and '"method": "eagle3"' in notes
+    assert "speculative decoding (ngram, 3 draft tokens): the drafter holds no KV cache" in notes
+    sg = run_json("size", "qwen3-8b", "--engine", "sglang", "--tokens", "100", "--speculative-config", '{"method": "eagle3", "model": "org/head", "num_speculative_tokens": 3}')
+    assert "SGLang's drafter" in " ".join(sg["notes"]) and '"method": "eagle3"' in " ".join(sg["notes"])
     assert "speculative decoding" not in " ".join(run_json("size", "qwen3-8b", "--gpu", "H100-80GB")["notes"])

@@ -116,7 +116,14 @@ def weights_per_stage(
     ep_how = f"; experts whole across {ep} ranks (expert parallelism)" if ep else ""
     weights_flag = optional_size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
-        return est.bytes_per_stage, f"{est.method}{ep_how}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
+        how = f"{est.method}{ep_how}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
+        if not model.drafter_method:
+            return est.bytes_per_stage, how
+        from kvcalc.app.speculation import drafter_weights  # the drafter's, on the last stage
+
+        one = lambda m, tp: estimate_weights(m, ParallelPlan(tp=tp), quant, expert_ranks=ep, **kw).bytes_per_stage[0]  # noqa: E731
+        extra, extra_how = drafter_weights(model, plan.tp, dtype_bytes or MODEL_DTYPES[model.dtype], one)
+        return (*est.bytes_per_stage[:-1], est.bytes_per_stage[-1] + extra), f"{how} {extra_how}".rstrip()
     if weights_flag is not None:
         whole, src = weights_flag, "--weights-bytes"
     else:

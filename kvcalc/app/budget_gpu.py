@@ -4,7 +4,6 @@ Shared by the vLLM budget (app.budget), the SGLang budget and the hybrid state-p
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from kvcalc.app.settings import Settings
@@ -101,12 +100,6 @@ def check_budget_words(s: Settings) -> None:
         raise PlanError(f"{named('quantization')} {s.quantization!r} is not known; valid: {', '.join(QUANTIZATIONS)}")
     check_driver(s.nvidia_driver)
     if s.speculative_config is not None:
-        try:
-            spec = json.loads(str(s.speculative_config))
-        except ValueError:
-            spec = None
-        if not isinstance(spec, dict):
-            raise PlanError(
-                f"{named('speculative_config')} takes vLLM's JSON, like '{{\"method\": \"eagle\", \"num_speculative_tokens\": 3}}'; "
-                f"got {s.speculative_config!r}"
-            )
+        from kvcalc.app.speculation import parse
+
+        parse(s.speculative_config)  # vLLM's JSON, its keys and method (the drafter is built with the model)

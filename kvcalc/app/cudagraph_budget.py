@@ -12,7 +12,7 @@ from kvcalc.core.budget_rules import Shapes
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.units import parse_size
-from kvcalc.core.vllm_rules import RuleLine
+from kvcalc.core.vllm_rules import RuleLine, parse_release
 from kvcalc.errors import PlanError, named
 
 HOPPER = 90
@@ -75,7 +75,8 @@ def cudagraph_term(
             raise PlanError(f"{named('cudagraph_capture_sizes')} must be positive integers, got {s.cudagraph_capture_sizes!r}")
     else:  # gpt-oss raises the largest size to 1024 unless the sizes are given (GptOssForCausalLMConfig.
         # verify_and_update_config: vllm==0.28.0 model_executor/models/config.py:393-412; 0.10.2: :262-287, the same list)
-        sizes = capture_sizes(seqs, mnbt, GPT_OSS_MAX_CAPTURE if model.model_type == "gpt_oss" else 0)
+        q = 1 + model.speculative_tokens if parse_release(s.vllm_version) >= (0, 13) else 1  # decode rows x (1 + K)
+        sizes = capture_sizes(seqs, mnbt, GPT_OSS_MAX_CAPTURE if model.model_type == "gpt_oss" else 0, q)
     # chunked local attention supports no CUDA graphs of its own (AttentionCGSupport.NEVER), so vLLM falls
     # back to PIECEWISE graphs only (vllm==0.20.1: model_executor/layers/attention/chunked_local_attention.py:42-49,
     # config/compilation.py:1345-1360)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvcalc.app.settings import Settings
-from kvcalc.core.mamba_cache import GDN, MODES, mamba_cache, mixer_of
+from kvcalc.core.mamba_cache import GDN, MODES, line_for, mamba_cache, mixer_of
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.vllm_rules import parse_release
 from kvcalc.errors import PlanError, named
@@ -54,13 +54,22 @@ def mamba_fields(model: ModelSpec, s: Settings, version: str) -> tuple[dict[str,
                 f"give {named('enable_prefix_caching')} or leave it out"
             ) from None
         raise PlanError(f"{named('mamba_cache_mode')} {mode!r}: vLLM {version} accepts {', '.join(valid)}") from None
+    # speculative decoding: K more state pages per request, which the pool's sizing counts from 0.15
+    # (vllm==0.33.0: layers/mamba/abstract.py:86-90, for every method; kvcalc.core.mamba_cache.MambaCacheLine)
+    k = model.speculative_tokens if line_for(parse_release(version)).counts_speculative else 0
     fields = {
         "mamba_cache_mode": mc.mode, "mamba_checkpoint_blocks": mc.checkpoint_blocks,
         "mamba_checkpoint_alignment": mc.checkpoint_alignment, "mamba_all_adds_speculative": mc.all_adds_speculative,
+        "num_speculative_blocks": k,
     }
-    pages = {"none": "1 state page per request", "align": f"{2 + mc.checkpoint_blocks} state pages per request",
-             "all": "one state page per block of each request"}[mc.mode]
+    spec = f" + {k} speculative" if k else ""
+    pages = {"none": f"1{spec} state page{'s' if k else ''} per request",
+             "align": f"{2 + mc.checkpoint_blocks}{spec} state pages per request",
+             "all": "one state page per block of each request" + (f"{spec}" if k and mc.all_adds_speculative else "")}[mc.mode]
     note = f"state layers: {pages} (vLLM {version}: {mc.why})"
+    if model.speculative_tokens and not line_for(parse_release(version)).counts_speculative:
+        note += (f"; the drafter's {model.speculative_tokens} speculative state pages are allocated per request but "
+                 "vLLM before 0.15 leaves them out of the pool's sizing")
     if mc.checkpoint_blocks:
         note += "; one of them a prefill checkpoint"
     gpu_unknown = not sm and mc.mode == "align" and mixer == GDN and parse_release(version) >= (0, 33)

@@ -276,15 +276,19 @@ _sglang_only = attrgetter(*_SGLANG_ONLY)
 
 
 SPECULATIVE_NOTE = (
-    "speculative decoding is not modelled: the drafter's or MTP layers' weights, their KV cache layers (more bytes per "
-    "token), their profile pass and CUDA graphs are not in kvcalc's figures, so the pool is overstated"
+    "with vLLM, kvcalc counts the drafter's KV layers and state pages, its weights in the budget (an estimate) and "
+    "its CUDA-graph sizes; its profile pass is not modelled"
+)
+SGLANG_SPECULATIVE_NOTE = (
+    "SGLang's drafter (its own KV pool, weights and graphs) is not modelled: the pool is overstated"
 )
 
 
 def flag_notes(s: Settings) -> list[str]:
     """One note for the vLLM serve flags given that change nothing here; --max-num-seqs kept; one for
-    --speculative-config, which changes what kvcalc does not model."""
-    notes = [f"--speculative-config {s.speculative_config}: {SPECULATIVE_NOTE}"] if s.speculative_config else []
+    --speculative-config with SGLang, whose drafter kvcalc does not model."""
+    sglang = str(s.engine).strip().lower() == "sglang"
+    notes = [f"--speculative-config {s.speculative_config}: {SGLANG_SPECULATIVE_NOTE}"] if s.speculative_config and sglang else []
     if set(map(id, _inert_values(s))) <= _UNSET:  # none given (each None, or False for a switch)
         return notes
     given = [flag for n, flag in _INERT_FLAGS if getattr(s, n) is not None and getattr(s, n) is not False]
@@ -324,6 +328,10 @@ def _evaluate(model: ModelSpec, s: Settings, checkpoint: dict | None) -> SizeRes
         if not model.encoder_decoder:
             raise PlanError(f"{named('encoder_tokens')} applies to encoder-decoder models; {model.name} is decoder-only")
         model = with_encoder_tokens(model, _positive(s.encoder_tokens, named("encoder_tokens")))
+    if s.speculative_config is not None and str(s.engine).strip().lower() == "vllm":
+        from kvcalc.app.speculation import apply  # the drafter's KV layers (kvcalc.core.speculative)
+
+        model, _ = apply(model, s, check_version(s))
     setup = _setup(model, s)
     layout = setup.layout
     if layout is None:

@@ -352,8 +352,9 @@ class Settings:
     )
     speculative_config: str | None = setting(
         None, "--speculative-config",
-        help="vLLM flag (JSON: method, draft model, tokens): accepted; speculative decoding is not modelled, and a "
-        "note says what that leaves out", kind=TEXT, panel=ENGINE,
+        help="vLLM's JSON: method (mtp, eagle, eagle3, draft_model, dflash, ngram, suffix...), model (the draft "
+        "checkpoint) and num_speculative_tokens; the drafter's KV layers, a hybrid's state pages, MTP weights and graph "
+        "sizes are counted (SGLang: not modelled)", kind=TEXT, panel=ENGINE,
     )
     # vLLM serve flags a pasted command line carries
     trust_remote_code: bool = setting(

@@ -112,10 +112,12 @@ def non_torch(line: RuleLine, tp: int, pp: int, sm: int = 0, nvswitch: bool = Fa
     return total, how
 
 
-def capture_sizes(max_num_seqs: int, mnbt: int, top: int = 0) -> tuple[int, ...]:
-    """Default cudagraph_capture_sizes: max = min(2 x max_num_seqs, 512, mnbt), or ``top`` where a model config sets
-    it (gpt-oss: 1024); [1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16) (vllm==0.20.0: config/vllm.py:1429-1433)."""
-    top = min(top or min(2 * max_num_seqs, 512), mnbt)
+def capture_sizes(max_num_seqs: int, mnbt: int, top: int = 0, query_len: int = 1) -> tuple[int, ...]:
+    """Default cudagraph_capture_sizes: max = min(2 x max_num_seqs x query_len, 512, mnbt), or ``top`` where a model
+    config sets it (gpt-oss: 1024); [1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16) (vllm==0.20.0:
+    config/vllm.py:1429-1433). ``query_len``: 1 + K draft tokens under speculative decoding, from 0.13.0
+    (vllm==0.13.0: config/vllm.py:1066-1075; vllm==0.33.0: :695-713 uniform_decode_query_len)."""
+    top = min(top or min(2 * max_num_seqs * query_len, 512), mnbt)
     sizes = [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)]
     return tuple(x for x in sizes if x <= top)
 

@@ -185,8 +185,12 @@ def _layout(
     heads, replicated = check_tp(model, tp)
     ranges = pp_ranges(model.num_layers, pp, pp_layers)
     specs = _specs_of(model.layers, tp, cache)
+    last = len(ranges) - 1
+    # a drafter's layers (speculative decoding) are numbered after the decoder's: vLLM builds the drafter on the
+    # last PP rank only (vllm==0.33.0: v1/worker/gpu_model_runner.py:598)
     stages = tuple(
-        StageSpecs(pp_rank, (start, end), tuple(x for x in specs if start <= x[0].layer < end), heads, replicated)
+        StageSpecs(pp_rank, (start, end), tuple(x for x in specs if start <= x[0].layer and (x[0].layer < end or pp_rank == last)),
+                   heads, replicated)
         for pp_rank, (start, end) in enumerate(ranges)
     )
     whole = logical_stage(model, cache)

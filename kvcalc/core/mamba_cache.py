@@ -53,17 +53,23 @@ class MambaCacheLine:
     policy: str  # "off" (always off), "supported" (kept only for SupportsMambaPrefixCaching), "modes"
     default_supported: str  # the mode a SupportsMambaPrefixCaching model gets ("all" or "align")
     modes: tuple[str, ...]  # the --mamba-cache-mode values the release accepts
-    all_adds_speculative: bool  # 'all' pages + num_speculative_blocks (0.28+)
+    all_adds_speculative: bool  # 'all' pages + num_speculative_blocks (0.22+)
     checkpoint_mixers: frozenset[str]  # mixers with one prefill-checkpoint page in 'align'
+    # the pool's sizing counts a request's K speculative state pages ('none' 1 + K, 'align' 2 + K; 0.15+): before,
+    # MambaSpec.max_memory_usage_bytes was one page (or one per block) whatever K (vllm==0.11.0:
+    # v1/kv_cache_interface.py:235-239; vllm==0.14.0: :292-294; vllm==0.15.1: :293-300)
+    counts_speculative: bool = True
 
 
 LINES: tuple[MambaCacheLine, ...] = (  # newest first
     MambaCacheLine((0, 33, 0), True, "modes", ALIGN, (NONE, ALIGN), True, frozenset({MAMBA2, GDN})),
     MambaCacheLine((0, 32, 0), True, "modes", ALIGN, (NONE, ALIGN), True, frozenset({MAMBA2})),
     MambaCacheLine((0, 28, 0), True, "modes", ALIGN, MODES, True, frozenset()),
+    # 'all' counts + K from 0.22.0 (vllm==0.22.0: v1/kv_cache_interface.py:582-591; vllm==0.21.0: :562-569 not)
+    MambaCacheLine((0, 22, 0), False, "modes", ALL, MODES, True, frozenset()),
     MambaCacheLine((0, 15, 0), False, "modes", ALL, MODES, False, frozenset()),
-    MambaCacheLine((0, 11, 1), False, "supported", ALL, (), False, frozenset()),
-    MambaCacheLine((0, 0, 0), False, "off", NONE, (), False, frozenset()),
+    MambaCacheLine((0, 11, 1), False, "supported", ALL, (), False, frozenset(), counts_speculative=False),
+    MambaCacheLine((0, 0, 0), False, "off", NONE, (), False, frozenset(), counts_speculative=False),
 )
 
 

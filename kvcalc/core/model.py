@@ -58,6 +58,11 @@ class ModelSpec:
     arch: dict = field(default_factory=dict, compare=False, hash=False)
     # TP divisibility of state heads (e.g. GDN value heads); (name, count)
     tp_divisors: tuple[tuple[str, int], ...] = ()
+    # speculative decoding (kvcalc.core.speculative.with_drafter): K draft tokens, the drafter's method and how
+    # many of ``layers`` (the last ones) are its own
+    speculative_tokens: int = 0
+    drafter_method: str = ""
+    draft_layers: int = 0
 
     @property
     def attention(self) -> str:

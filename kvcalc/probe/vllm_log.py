@@ -247,9 +247,16 @@ def _settings_from_log(log: VllmLog, settings: Any, version: str, given: dict[st
                      "sliding-window, chunked-local and cross-attention reservations depend on it "
                      "(give --max-num-batched-tokens)")
     if log.settings.get("speculative"):
-        from kvcalc.app.service import SPECULATIVE_NOTE
+        from kvcalc.probe.vllm_log_parse import speculative_json
 
-        notes.append(f"the log runs speculative decoding ({log.settings['speculative']}): {SPECULATIVE_NOTE}")
+        spec = speculative_json(log.settings["speculative"])
+        why = _unreadable_drafter(spec) if spec is not None else "kvcalc could not read it"
+        if settings.speculative_config is None and why is None:
+            changes["speculative_config"] = spec
+            notes.append(f"speculative_config {spec} read from the log")
+        elif settings.speculative_config is None:
+            notes.append(f"the log runs speculative decoding ({log.settings['speculative']}); {why}: the drafter's KV "
+                         "layers are not counted (give --speculative-config)")
     for key in ("tp", "pp", "kv_dtype", "max_num_batched_tokens", "block_size", "dtype", "num_gpu_blocks_override",
                 "enable_prefix_caching", "mamba_cache_mode"):
         value = log.settings.get(key)
@@ -261,6 +268,19 @@ def _settings_from_log(log: VllmLog, settings: Any, version: str, given: dict[st
         changes["pp_layers"] = log.pp_layers
         notes.append(f"VLLM_PP_LAYER_PARTITION {log.pp_layers} read from the log")
     return changes, notes
+
+
+def _unreadable_drafter(spec: str) -> str | None:
+    """Why the log's speculative config cannot be modelled (its draft checkpoint cannot be read here), or None."""
+    from kvcalc.app import speculation
+
+    try:
+        req = speculation.parse(spec)
+        if req.method in speculation.sp.DRAFT_MODEL and req.model:
+            speculation.draft_spec(req.model)
+    except KvcalcError as exc:
+        return f"its drafter cannot be read ({exc})"
+    return None
 
 
 def _max_model_len(log: VllmLog, given: int | None) -> int:

@@ -360,3 +360,38 @@ def _merge_settings(into: VllmLog, other: VllmLog) -> None:
 def parse_log(text: str) -> VllmLog:
     """The first run with figures (or an empty run)."""
     return parse_runs(text)[0]
+
+
+_SPEC_FIELD = re.compile(r"\b(method|model|num_spec_tokens|num_speculative_tokens)=(?:'([^']{0,200})'|(\d{1,3}))")
+
+
+def speculative_json(text: str) -> str | None:
+    """The log's speculative config (the engine line's ``SpeculativeConfig(method='mtp', model='m',
+    num_spec_tokens=3)``, or the non-default args' dict) as the JSON --speculative-config takes; None when it
+    names no method or token count kvcalc can read. The text is data: read with json / ast.literal_eval only."""
+    out: dict[str, object] = {}
+    if text.startswith("SpeculativeConfig("):
+        for key, word, number in _SPEC_FIELD.findall(text):
+            out["num_speculative_tokens" if key.startswith("num_") else key] = int(number) if number else word
+    else:
+        import ast
+        import json
+
+        try:
+            value = json.loads(text)
+        except ValueError:
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return None
+        if not isinstance(value, dict):
+            return None
+        out = {k: value[k] for k in ("method", "model", "num_speculative_tokens") if k in value}
+    if "method" not in out and "model" not in out:
+        return None
+    method = out.get("method")
+    if isinstance(method, str) and (method == "mtp" or method.endswith("_mtp")):
+        out.pop("model", None)  # the target checkpoint itself
+    import json
+
+    return json.dumps(out, sort_keys=True)

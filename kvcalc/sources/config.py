@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from kvcalc.core.dtypes import normalize_model_dtype
 from kvcalc.core.model import LayerArch, ModelSpec, StateArch
+from kvcalc.core.speculative import MTP_CONFIG_NOTE
 from kvcalc.errors import ConfigError
 from kvcalc.sources.config_fields import MAX_FIELD
 from kvcalc.sources.config_fields import checked_int as _int
@@ -453,9 +454,7 @@ def spec_from_config(cfg: Any, *, name: str, source: str) -> ModelSpec:
         kv_heads_model = 1
         notes.append(f"MLA: one latent of kv_lora_rank + qk_rope_head_dim = {hd} elements per token per layer")
         if text.get("num_nextn_predict_layers"):
-            notes.append(
-                f"{text['num_nextn_predict_layers']} MTP layer(s) add their own cache only with speculative decoding"
-            )
+            notes.append(f"{text['num_nextn_predict_layers']} {MTP_CONFIG_NOTE}")
     else:
         hd = head_size(text, where, heads)
         hd_v = hd

@@ -1,0 +1,219 @@
+"""``--speculative-config`` -> the drafter vLLM builds for it (kvcalc.core.speculative), and the model as vLLM's
+KV cache sees it with that drafter. vLLM's own parsing is followed (vllm==0.33.0: config/speculative.py
+``SpeculativeConfig.__post_init__``, :1226-1300, method detection :1436-1480): no method and no model named
+"ngram" is a draft model; the per-family ``*_mtp`` spellings are ``mtp``; a draft model whose repo name says
+EAGLE / EAGLE-3 / DFlash is one; ``draft_tensor_parallel_size`` is 1 or the target's TP (:1849-1869), and EAGLE /
+MTP heads run at the target's TP whatever it says (no proposer reads the draft's parallel config)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kvcalc.app.settings import Settings
+from kvcalc.core import speculative as sp
+from kvcalc.core.mamba_cache import mixer_of
+from kvcalc.core.memo import Memo
+from kvcalc.core.model import ModelSpec
+from kvcalc.core.record import record
+from kvcalc.core.vllm_rules import parse_release
+from kvcalc.errors import PlanError, named
+from kvcalc.words import plural
+
+FLAG = "speculative_config"
+KNOWN_KEYS = frozenset({
+    "method", "model", "num_speculative_tokens", "draft_tensor_parallel_size", "quantization", "revision",
+    "prompt_lookup_max", "prompt_lookup_min", "max_model_len", "disable_by_batch_size", "kv_cache_dtype",
+    "parallel_drafting", "rejection_sample_method", "draft_sample_method", "code_revision", "moe_backend",
+    "attention_backend", "use_local_argmax_reduction", "enforce_eager", "suffix_decoding_max_tree_depth",
+    "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob",
+    "speculative_token_tree", "hf_overrides", "disable_padded_drafter_batch", "draft_load_config",
+})
+METHODS = sp.NO_KV | sp.DRAFT_MODEL | sp.NOT_MODELLED | {sp.MTP}
+
+
+@record
+class Request:
+    """What the flag asks for, as vLLM reads it."""
+
+    method: str
+    num_tokens: int | None
+    model: str | None
+    draft_tp: int | None
+    kv_cache_dtype: str | None
+
+
+def _bad(what: str) -> PlanError:
+    return PlanError(f"{named(FLAG)} {what}")
+
+
+def parse(text: Any) -> Request:
+    """The JSON vLLM takes (a dict), checked; the method as vLLM resolves it before loading a draft config."""
+    try:
+        cfg = json.loads(str(text))
+    except ValueError:
+        cfg = None
+    if not isinstance(cfg, dict):
+        raise PlanError(
+            f"{named(FLAG)} takes vLLM's JSON, like '{{\"method\": \"eagle\", \"num_speculative_tokens\": 3}}'; got {text!r}"
+        )
+    unknown = sorted(k for k in cfg if k not in KNOWN_KEYS)
+    if unknown:
+        raise _bad(f"has key {unknown[0]!r}, which vLLM's SpeculativeConfig does not take; valid: method, model, "
+                   "num_speculative_tokens, draft_tensor_parallel_size, ...")
+    method, model = cfg.get("method"), cfg.get("model")
+    if method is not None and not isinstance(method, str):
+        raise _bad(f"'method' must be a string, got {method!r}")
+    if model is not None and not (isinstance(model, str) and model.strip()):
+        raise _bad(f"'model' must be a repo id, a path or 'ngram', got {model!r}")
+    k = cfg.get("num_speculative_tokens")
+    if k is not None and (not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 64):
+        raise _bad(f"'num_speculative_tokens' must be an integer from 1 to 64, got {k!r}")
+    tp = cfg.get("draft_tensor_parallel_size")
+    if tp is not None and (not isinstance(tp, int) or isinstance(tp, bool) or tp < 1):
+        raise _bad(f"'draft_tensor_parallel_size' must be a positive integer, got {tp!r}")
+    if method is None:
+        method = "ngram" if model in ("ngram", "[ngram]") else "draft_model"
+    method = method.strip().lower()
+    if method == "[ngram]":
+        method = "ngram"
+    if method.endswith("_mtp"):  # deepseek_mtp, qwen3_next_mtp, ...: deprecated spellings of mtp
+        method = sp.MTP
+    if method not in METHODS:
+        raise _bad(f"method {method!r} is not one vLLM knows; valid: {', '.join(sorted(METHODS))}")
+    if method in ("draft_model", sp.MTP) and model:
+        low = model.lower()  # vLLM's detection from the draft's name (config/speculative.py:1436-1454)
+        method = "eagle" if "eagle-" in low else "eagle3" if "eagle3" in low else "dflash" if "dflash" in low else method
+    if method in sp.DRAFT_MODEL and not model:
+        raise _bad(f"method {method!r} needs 'model': the draft checkpoint (a Hub repo id or a local folder)")
+    if k is None and method != sp.MTP:
+        raise _bad("needs 'num_speculative_tokens' (a positive integer)")
+    kv = cfg.get("kv_cache_dtype")
+    return Request(method, k, model.strip() if isinstance(model, str) else None, tp, kv if isinstance(kv, str) else None)
+
+
+def _check_release(req: Request, release: tuple[int, ...], version: str) -> None:
+    first, last = sp.FIRST.get(req.method), sp.LAST.get(req.method)
+    if (first is not None and release < first) or (last is not None and release > last):
+        when = f"from {'.'.join(map(str, first))}" if first is not None and release < first else "up to 0.32"
+        raise _bad(f"method {req.method!r} is not in vLLM {version} (it is {when})")
+
+
+def drafter(model: ModelSpec, s: Settings, version: str) -> sp.Drafter:
+    """The drafter of ``--speculative-config`` for ``model`` on vLLM ``version``."""
+    req = parse(s.speculative_config)
+    release = parse_release(version)
+    _check_release(req, release, version)
+    tp = s.tp if isinstance(s.tp, int) else 1
+    if req.draft_tp is not None and req.draft_tp not in (1, tp):
+        raise _bad(f"'draft_tensor_parallel_size' {req.draft_tp}: vLLM takes 1 or the target's --tp ({tp})")
+    grows = "mamba" in model.kinds and sp.conv_grows(mixer_of(model.model_type), release)
+    notes: list[str] = []
+    if req.kv_cache_dtype not in (None, "auto"):
+        notes.append(f"the drafter's own kv_cache_dtype ({req.kv_cache_dtype}) is not modelled: its layers are "
+                     "counted in the target's KV dtype")
+    if "mamba" in model.kinds and not grows and mixer_of(model.model_type) == "mamba2":
+        notes.append("vLLM before 0.33 sizes Mamba-2 pages without the drafter's conv positions while the layers "
+                     "hold them (vllm==0.29.0: models/granitemoehybrid.py:641); kvcalc counts the pages without them")
+    what = f"speculative decoding ({req.method}, {plural(req.num_tokens or 0, 'draft token')})"
+    if req.method in sp.NOT_MODELLED:
+        notes.append(f"{what}: kvcalc does not build this drafter; its KV layers (if any) are not counted")
+        return sp.Drafter(req.method, req.num_tokens or 0, (), grows, tuple(notes))
+    if req.method in sp.NO_KV:
+        notes.append(f"{what}: the drafter holds no KV cache")
+        return sp.Drafter(req.method, req.num_tokens or 0, (), grows, tuple(notes))
+    if req.method == sp.MTP:
+        return _mtp(model, req, grows, notes, release)
+    return _draft(model, req, grows, notes)
+
+
+def _mtp(model: ModelSpec, req: Request, grows: bool, notes: list[str], release: tuple[int, ...]) -> sp.Drafter:
+    if model.model_type in sp.MTP_KV_SHARED:
+        notes.append("speculative decoding (mtp): Gemma 4's MTP layers share the KV of target layers "
+                     "(vllm==0.33.0: v1/spec_decode/gemma4.py:302-358): no KV layer added")
+        return sp.Drafter(sp.MTP, req.num_tokens or 1, (), grows, tuple(notes))
+    count = sp.mtp_count(model)
+    if count is None:
+        raise _bad(f"method 'mtp': kvcalc does not know where {model.model_type} keeps MTP modules; known: "
+                   f"{', '.join(sorted(sp.MTP_FIELDS))}")
+    first = sp.MTP_FIELDS[model.model_type][1]
+    if release < first:
+        raise _bad(f"method 'mtp': vLLM has no MTP drafter for {model.model_type} before {'.'.join(map(str, first))}")
+    if count < 1:
+        raise _bad(f"method 'mtp': {model.name} declares no MTP modules (num_nextn_predict_layers / "
+                   "mtp_num_hidden_layers is 0)")
+    k = req.num_tokens or count  # vLLM's default: the checkpoint's modules
+    layers = sp.mtp_layers(model, count)
+    notes.append(f"speculative decoding (mtp, {plural(k, 'draft token')}): {plural(count, 'MTP layer')} with "
+                 f"{'its' if count == 1 else 'their'} own KV, after the decoder's (on the last PP stage)")
+    return sp.Drafter(sp.MTP, k, layers, grows, tuple(notes))
+
+
+_drafts: Memo[ModelSpec] = Memo(64)
+
+
+def _draft_spec(name: str) -> ModelSpec:
+    from kvcalc.errors import KvcalcError
+    from kvcalc.sources.resolve import resolve
+
+    try:
+        return resolve(name).spec
+    except KvcalcError as exc:  # one line that names the flag, then what the source said
+        raise type(exc)(f"{named(FLAG)} model {name!r}: {exc.args[0] if exc.args else exc}", exit_code=exc.exit_code) from None
+
+
+def draft_spec(name: str) -> ModelSpec:
+    """The draft checkpoint's model spec (a preset, a local config or a Hub repo id; cached)."""
+    return _drafts.get(name, _draft_spec, name)
+
+
+def _draft(model: ModelSpec, req: Request, grows: bool, notes: list[str]) -> sp.Drafter:
+    draft = draft_spec(str(req.model))
+    if draft.encoder_decoder or "mamba" in draft.kinds:
+        raise _bad(f"draft model {req.model!r} ({draft.model_type}): kvcalc counts decoder-only attention drafters")
+    layers = tuple(x for x in draft.layers if x.kind in ("full", "sliding", "chunked", "mla"))
+    k = req.num_tokens or 1
+    notes.append(f"speculative decoding ({req.method}, {plural(k, 'draft token')}): {plural(len(layers), 'draft layer')} "
+                 f"of {draft.name} with {'its' if len(layers) == 1 else 'their'} own KV, after the decoder's (on the last PP stage)")
+    return sp.Drafter(req.method, k, layers, grows, tuple(notes))
+
+
+_applied: Memo[tuple[ModelSpec, sp.Drafter]] = Memo(256)
+
+
+def apply(model: ModelSpec, s: Settings, version: str) -> tuple[ModelSpec, sp.Drafter]:
+    """The model with the drafter's layers (cached per model, flag and release)."""
+    return _applied.get((model, id(model.arch), str(s.speculative_config), s.tp, version), _apply, model, s, version)
+
+
+def _apply(model: ModelSpec, s: Settings, version: str) -> tuple[ModelSpec, sp.Drafter]:
+    d = drafter(model, s, version)
+    return sp.with_drafter(model, d), d
+
+
+# MTP modules whose 2h -> h projection is a plain nn.Linear, whole on every rank (vllm==0.33.0: models/
+# deepseek_mtp.py:87, glm4_moe_mtp.py:92); Qwen's is a ColumnParallelLinear (qwen3_5_mtp.py:98-106)
+MTP_PROJ_REPLICATED = frozenset({"deepseek_v3", "deepseek_v32", "glm4_moe", "mimo"})
+
+
+def drafter_weights(model: ModelSpec, tp: int, dtype_bytes: int, estimate: Any) -> tuple[int, str]:
+    """Bytes of the drafter's weights on one GPU of the last PP stage (vLLM loads them inside 'Model loading
+    took', vllm==0.33.0: v1/worker/gpu_model_runner.py:5009-5012), and how they were counted. ``estimate(model,
+    tp)`` is the weights estimate of a model on one PP stage (kvcalc.core.weights.estimate_weights)."""
+    from kvcalc.core.record import replace
+
+    n = model.draft_layers
+    if model.drafter_method == sp.MTP and n:
+        # the MTP decoder layers as the target's own (the estimate of the model with n more layers, less the
+        # model's), plus per module the 2h -> h projection and three norms, in the model dtype; embedding and LM
+        # head are the target's (vLLM shares them: v1/spec_decode/llm_base_proposer.py:1418-1576)
+        longer = replace(model, num_layers=model.num_layers + n)
+        layers = estimate(longer, tp) - estimate(model, tp)
+        h = int(model.arch.get("hidden_size") or 0)
+        proj = 2 * h * h // (1 if model.model_type in MTP_PROJ_REPLICATED else tp)
+        extra = n * (proj + 3 * h) * dtype_bytes
+        return layers + extra, (f"+ {n} MTP module{'s' if n > 1 else ''} (estimate: decoder layers as the target's, "
+                                "2h x h projection and norms; embedding and LM head shared)")
+    if model.drafter_method in sp.DRAFT_MODEL and n:
+        return 0, "+ the draft model's weights are not counted (give --weights-bytes with them)"
+    return 0, ""

@@ -1,0 +1,307 @@
+"""Speculative decoding in vLLM's KV cache (kvcalc.core.speculative, kvcalc.app.speculation): the drafter's
+layers, a hybrid model's widened conv states and speculative state pages, the flag's parsing and its errors.
+
+The real runs are public vLLM start-up logs (tests/data/vllm-logs/, sources in INDEX.json); every expected
+figure is worked out by hand below from the model's config and the logged memory, under the rules of the
+log's release (docs/vllm-releases.md section 12 cites each rule in vLLM's code).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvcalc.cli import build_app
+
+APP = build_app(["probe"])
+LOGS = Path(__file__).parent / "data" / "vllm-logs"
+CONFIGS = LOGS / "configs"
+INDEX = {e["file"]: e for e in json.loads((LOGS / "INDEX.json").read_text())}
+GIB = 1 << 30
+Q27 = str(CONFIGS / "qwen3.6-27b-nvfp4.json")
+Q35 = str(CONFIGS / "qwen3.6-35b-a3b-nvfp4.json")
+
+
+def ends(gib: str) -> tuple[int, int]:
+    v = Decimal(gib)
+    return math.ceil((v - Decimal("0.005")) * GIB), math.floor((v + Decimal("0.005")) * GIB)
+
+
+def probe(model: str, log: str) -> dict:
+    result = CliRunner().invoke(APP, ["probe", model, "--from-vllm-log", str(LOGS / log), "--vllm-version",
+                                      INDEX[log]["vllm_version"], "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def rows(report: dict) -> dict[str, dict]:
+    return {m["what"]: m for m in report["checks"][0]["measurements"]}
+
+
+def gdn_page(k_heads: int, v_heads: int, head: int, k: int, tp: int) -> int:
+    """A gated-delta-net layer's state page on one rank: conv (2 x key + value channels) x (kernel 4 - 1 + K)
+    positions in bf16, and the fp32 temporal state (the config's mamba_ssm_dtype) v_heads x head x head."""
+    conv = (2 * k_heads * head + v_heads * head) // tp * (4 - 1 + k) * 2
+    return conv + v_heads // tp * head * head * 4
+
+
+def block_for(state_page: int, token_bytes: int) -> int:
+    """vLLM's attention block: the smallest multiple of 16 tokens whose page holds a state page."""
+    return -(-state_page // (token_bytes * 16)) * 16
+
+
+# --------------------------------------------------------------- MTP on Qwen3.6 hybrids, three real starts
+
+
+def test_qwen3_6_27b_mtp_tp1_0_23_1():
+    # nvidia/Qwen3.6-27B-NVFP4 with its MTP module, 2 draft tokens, fp8 KV, prefix caching ('align'), 262,144.
+    # 16 full-attention layers + 1 MTP layer (full attention, the target's 4 KV heads x 256): 17 against 48 GDN
+    # layers -> groups of 17 (48 >= 1.5 x 17), GDN in cdiv(48, 17) = 3 groups ("Add 3 padding layers").
+    token = 4 * 256 * 2 * 1
+    page = gdn_page(16, 48, 128, k=2, tp=1)
+    assert page == 10240 * 5 * 2 + 48 * 128 * 128 * 4 == 3_248_128
+    block = block_for(page, token)
+    assert block == 1600  # the log: "Setting attention block size to 1600 tokens"
+    per_block = 17 * block * token
+    lo, hi = (b // per_block for b in ends("48.6"))
+    assert lo == hi == 936
+    # per request: 164 attention blocks + 3 GDN groups x (2 'align' pages + 2 speculative)
+    need = -(-262144 // block) + 3 * (2 + 2)
+    assert need == 176
+    tokens = int(936 / need * 262144)  # 0.23: int(concurrency x max_model_len)
+    assert (tokens, round(936 / need, 2)) == (1_394_129, 5.32)  # the log's figures
+    m = rows(probe(Q27, "qwen3.6-27b-nvfp4-mtp2-tp1-0.23.1rc1.log"))
+    size = m["GPU KV cache size"]
+    assert (size["predicted_min"], size["predicted_max"], size["measured"], size["verdict"]) == (tokens, tokens, 1_394_129, "agree")
+    assert m["Maximum concurrency for 262,144 tokens"]["verdict"] == "agree"
+
+
+def test_qwen3_6_27b_mtp_tp2_0_23_0():
+    # the same shape at TP 2 (2 KV heads and half the GDN channels per rank), 3 draft tokens, prefix caching off
+    # (0.23's default for hybrids: 1 + 3 state pages per request), 65,535 tokens, rank 0's 2.04 GiB
+    token = 2 * 256 * 2 * 1
+    page = gdn_page(16, 48, 128, k=3, tp=2)
+    assert page == 5120 * 6 * 2 + 24 * 128 * 128 * 4 == 1_634_304
+    block = block_for(page, token)
+    assert block == 1600  # "Setting attention block size to 1600 tokens"
+    lo, hi = (b // (17 * block * token) for b in ends("2.04"))
+    assert lo == hi == 78
+    need = -(-65535 // block) + 3 * (1 + 3)
+    tokens = int(78 / need * 65535)
+    assert (need, tokens, round(78 / need, 2)) == (53, 96_447, 1.47)
+    m = rows(probe(Q27, "p2pbench-qwen3.6-27b-nvfp4-mtp3-tp2-0.23.0.log"))
+    size = m["GPU KV cache size"]
+    assert (size["predicted_min"], size["predicted_max"], size["measured"], size["verdict"]) == (tokens, tokens, 96_447, "agree")
+
+
+def test_qwen3_6_35b_a3b_mtp_tp1_0_20_0():
+    # Qwen3.6-35B-A3B: 10 full-attention layers (2 KV heads x 256) + 1 MTP layer against 30 GDN layers (32 value
+    # heads) -> groups of 11, GDN in 3 groups; 2 draft tokens, 'align', fp8_e4m3, 262,144
+    token = 2 * 256 * 2 * 1
+    page = gdn_page(16, 32, 128, k=2, tp=1)
+    assert page == 8192 * 5 * 2 + 32 * 128 * 128 * 4 == 2_179_072
+    block = block_for(page, token)
+    assert block == 2128  # "Setting attention block size to 2128 tokens"
+    lo, hi = (b // (11 * block * token) for b in ends("66.37"))
+    assert (lo, hi) == (2972, 2973)
+    need = -(-262144 // block) + 3 * (2 + 2)
+    assert need == 136 and round(2973 / need, 2) == 21.86 and round(2972 / need, 2) == 21.85
+    # 0.20.0 prints blocks // groups x block size: 2973 // 4 x 2128 = 1,581,104 (2972 gives the same)
+    assert 2973 // 4 * block == 2972 // 4 * block == 1_581_104
+    m = rows(probe(Q35, "qwen3.6-35b-a3b-nvfp4-mtp2-tp1-0.20.0.log"))
+    size = m["GPU KV cache size"]
+    assert (size["predicted_min"], size["predicted_max"], size["measured"], size["verdict"]) == (1_581_104, 1_581_104, 1_581_104, "agree")
+    assert m["Maximum concurrency for 262,144 tokens"]["verdict"] == "agree"
+
+
+def test_qwen3_6_35b_a3b_without_speculation_0_24_0():
+    # club-3090#612 runs the same shape without a drafter (a check of the config): 10 full against 30 GDN
+    # layers -> groups of 10; GDN conv keeps 3 positions; 'align' = 2 pages; 131,072 tokens, 5.98 GiB
+    token = 2 * 256 * 2 * 1
+    page = gdn_page(16, 32, 128, k=0, tp=1)
+    block = block_for(page, token)
+    assert (page, block) == (2_146_304, 2096)
+    lo, hi = (b // (10 * block * token) for b in ends("5.98"))
+    assert (lo, hi) == (298, 299)
+    need = -(-131072 // block) + 3 * 2
+    assert need == 69 and int(299 / need * 131072) == 567_978
+    m = rows(probe(Q35, "club-3090-612-qwen3.6-35b-a3b-nvfp4-0.24.0.log"))
+    size = m["GPU KV cache size"]
+    assert (size["predicted_min"], size["predicted_max"], size["verdict"]) == (int(298 / need * 131072), 567_978, "agree")
+
+
+# --------------------------------------------------------------- the drafter's layers, by method
+
+
+def test_mtp_adds_the_checkpoints_modules_with_the_targets_geometry(run_json):
+    # DeepSeek-V3: 61 MLA layers of 576 elements (kv_lora_rank 512 + rope 64) in bf16 = 70,272 B per token;
+    # its one MTP module (num_nextn_predict_layers 1) is a 62nd MLA layer: 62 x 1,152 = 71,424
+    plain = run_json("size", "deepseek-v3", "--tokens", "1000")
+    spec = run_json("size", "deepseek-v3", "--tokens", "1000", "--speculative-config",
+                    '{"method": "deepseek_mtp", "num_speculative_tokens": 1}')
+    assert (plain["bytes_per_token"], spec["bytes_per_token"]) == (61 * 576 * 2, 62 * 576 * 2)
+    assert any("1 MTP layer with its own KV" in n for n in spec["notes"])
+    assert not any("add their own cache only with speculative decoding" in n for n in spec["notes"])
+    # 3 draft tokens still build one module (steps beyond reuse it)
+    k3 = run_json("size", "deepseek-v3", "--tokens", "1000", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}')
+    assert k3["bytes_per_token"] == 62 * 576 * 2
+
+
+def test_ngram_adds_no_layer_but_a_hybrids_state_grows(run_json):
+    # Llama-3.1-8B: 32 x 8 x 128 x 2 x 2 B = 131,072 B per token with or without n-gram drafting
+    plain = run_json("size", "llama-3.1-8b", "--tokens", "1000")
+    ngram = run_json("size", "llama-3.1-8b", "--tokens", "1000", "--speculative-config",
+                     '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}')
+    assert plain["bytes_per_token"] == ngram["bytes_per_token"] == 32 * 8 * 128 * 2 * 2
+    # Qwen3-Next-80B (48 layers: 12 full + 36 GDN; 16 key / 32 value heads of 128; conv kernel 4), TP 1, bf16:
+    # n-gram drafting with 2 tokens widens every GDN conv state by 2 positions and holds 1 + 2 state pages
+    state = run_json("size", "qwen3-next-80b-a3b-thinking", "--tokens", "1000", "--vllm-version", "0.20.0",
+                     "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}')
+    gdn = next(g for g in state["model"]["layer_groups"] if g["kind"] == "mamba")
+    conv = (2 * 16 * 128 + 32 * 128) * (3 + 2) * 2
+    temporal = 32 * 128 * 128 * 2
+    assert gdn["state_bytes_per_request_per_layer"] == (conv + temporal) * (1 + 2)
+    assert gdn["layers"] == 36 and state["bytes_per_token"] == 12 * 2 * 256 * 2 * 2
+
+
+def test_a_draft_models_layers_are_counted_at_the_targets_tp(run_json, tmp_path):
+    # an EAGLE-3 head written for this test: one Llama layer of 8 KV heads x 128 (the shape of Llama-3.1-8B's
+    # heads); it joins Llama-3.1-8B's group: 33 layers x 8 x 128 x 2 x 2 B per token at TP 1, 33 x 2 x ... at TP 4
+    head = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 1, "intermediate_size": 14336,
+            "vocab_size": 128256, "draft_vocab_size": 32000, "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+    path = tmp_path / "eagle3-head" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(head))
+    flag = json.dumps({"method": "eagle3", "model": str(path.parent), "num_speculative_tokens": 3})
+    r = run_json("size", "llama-3.1-8b", "--tokens", "1000", "--speculative-config", flag)
+    assert r["bytes_per_token"] == 33 * 8 * 128 * 2 * 2
+    assert any("1 draft layer of" in n for n in r["notes"])
+    tp4 = run_json("size", "llama-3.1-8b", "--tokens", "1000", "--tp", "4", "--speculative-config", flag)
+    assert tp4["bytes_per_token_per_rank"] == 33 * 2 * 128 * 2 * 2
+    # a draft whose repo name says EAGLE-3 is one, as vLLM detects it (method left out: a draft model)
+    named = tmp_path / "my-eagle3-head"
+    named.mkdir()
+    (named / "config.json").write_text(json.dumps(head))
+    auto = run_json("size", "llama-3.1-8b", "--tokens", "1000", "--speculative-config",
+                    json.dumps({"model": str(named), "num_speculative_tokens": 2}))
+    assert auto["bytes_per_token"] == 33 * 8 * 128 * 2 * 2 and any("(eagle3, 2 draft tokens)" in n for n in auto["notes"])
+
+
+def test_drafter_layers_sit_on_the_last_pp_stage(run_json):
+    # Qwen3-Next's MTP layer at PP 2: 24 + 24 layers, stage 0 holds 6 full-attention layers, stage 1 the other 6
+    # and the MTP layer (vLLM builds the drafter on the last PP rank)
+    r = run_json("size", "qwen3-next-80b-a3b-thinking", "--tokens", "1000", "--pp", "2", "--speculative-config",
+                 '{"method": "mtp", "num_speculative_tokens": 1}')
+    per_layer = 2 * 256 * 2 * 2
+    assert [x["bytes_per_token"] for x in r["ranks"]] == [6 * per_layer, 7 * per_layer]
+
+
+def test_speculative_state_pages_count_from_0_15():
+    # vLLM 0.11.1-0.14 allocates the K speculative state pages but leaves them out of the pool's sizing
+    # (MambaSpec.max_memory_usage_bytes: one page); from 0.15 'none' counts 1 + K
+    from kvcalc.app.service import evaluate
+    from kvcalc.app.settings import Settings
+    from kvcalc.sources.resolve import resolve
+
+    spec = resolve("qwen3-next-80b-a3b-thinking").spec
+    flag = '{"method": "mtp", "num_speculative_tokens": 2}'
+    old = evaluate(spec, Settings(tokens=1, vllm_version="0.13.0", kv_cache_memory="20GiB", speculative_config=flag))
+    new = evaluate(spec, Settings(tokens=1, vllm_version="0.15.1", kv_cache_memory="20GiB", speculative_config=flag))
+    assert any("leaves them out of the pool's sizing" in n for n in old.notes)
+    assert any("1 + 2 speculative state pages" in n for n in new.notes)
+    # one request: cdiv(max_model_len, block) attention blocks + 3 GDN groups x pages (1 before 0.15, 3 from it)
+    assert new.pool.blocks_per_request - old.pool.blocks_per_request == 3 * 2
+
+
+def test_cuda_graph_sizes_grow_with_the_draft_tokens():
+    # from 0.13 the largest captured size is min(2 x max_num_seqs x (1 + K), 512): 2 x 64 x 3 = 384
+    from kvcalc.core.budget_device import capture_sizes
+
+    assert max(capture_sizes(64, 8192)) == 128
+    assert max(capture_sizes(64, 8192, query_len=3)) == 384
+    assert max(capture_sizes(256, 8192, query_len=3)) == 512
+
+
+def test_mtp_weights_join_the_last_stage(run_json):
+    # Qwen3-Next-80B's MTP module at TP 4 in bf16, by hand: attention (gated q 2048 x 16 x 256 x 2, k/v 2 x 2048 x
+    # 2 x 256, o 16 x 256 x 2048) + 512 experts x 3 x 2048 x 512 + the shared expert 3 x 2048 x 512 + the router
+    # 2048 x 512, over 4 ranks, + fc 2 x 2048 x 2048 / 4 + norms; the estimate counts a decoder layer as the
+    # target's (its two layer norms, allocator rounding), so it may differ by a few MiB
+    attn = 2048 * 16 * 256 * 2 + 2 * 2048 * 2 * 256 + 16 * 256 * 2048
+    moe = 512 * 3 * 2048 * 512 + 3 * 2048 * 512 + 2048 * 512
+    hand = (attn + moe) // 4 * 2 + (2 * 2048 * 2048 // 4 + 3 * 2048) * 2
+    args = ("size", "qwen3-next-80b-a3b-thinking", "--tp", "4", "--gpu", "H100-80GB", "--vllm-version", "0.28.0", "--tokens", "1000")
+    plain = run_json(*args)["pool"]["budget"][0][2]
+    spec = run_json(*args, "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}')["pool"]["budget"][0][2]
+    assert plain["term"].startswith("- weights") and "1 MTP module" in spec["source"]
+    assert abs((spec["bytes"] - plain["bytes"]) - hand) < 4 << 20
+
+
+# --------------------------------------------------------------- the flag, as vLLM reads it
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        ('{"method": "eagle3", "num_speculative_tokens": 3}', "needs 'model'"),
+        ('{"method": "ngram"}', "needs 'num_speculative_tokens'"),
+        ('{"method": "lookahead", "num_speculative_tokens": 3}', "valid: "),
+        ('{"method": "mtp", "num_speculative_tokens": 0}', "from 1 to 64"),
+        ('{"method": "mtp", "num_spec_tokens": 2}', "'num_spec_tokens'"),
+        ('{"method": "ngram", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 3}', "1 or the target's --tp"),
+        ('[1, 2]', "takes vLLM's JSON"),
+    ],
+)
+def test_bad_speculative_configs_are_one_line(run, flag, said):
+    code, out, err = run("size", "qwen3-8b", "--tokens", "100", "--speculative-config", flag)
+    assert code == 2 and said in err and "--speculative-config" in err and len(err.strip().splitlines()) == 1
+
+
+def test_methods_outside_their_release_and_models_without_mtp_are_refused(run, tmp_path):
+    code, _, err = run("size", "llama-3.1-8b", "--tokens", "100", "--speculative-config", '{"method": "mtp"}')
+    assert code == 2 and "does not know where llama keeps MTP modules" in err
+    code, _, err = run("size", "qwen3-8b", "--tokens", "100", "--vllm-version", "0.19.1", "--speculative-config",
+                       '{"method": "dflash", "model": "x/y-dflash", "num_speculative_tokens": 3}')
+    assert code == 2 and "'dflash' is not in vLLM 0.19.1 (it is from 0.20)" in err
+    # Kimi-K2 (model_type kimi_k2) has no MTP class in vLLM; a DeepSeek-V3 config with 0 modules has none to build
+    code, _, err = run("size", "kimi-k2-instruct", "--tokens", "100", "--speculative-config", '{"method": "mtp"}')
+    assert code == 2 and "does not know where kimi_k2 keeps MTP modules" in err
+    cfg = json.loads((Path(__file__).parents[1] / "presets" / "deepseek-v3.json").read_text())["config"]
+    cfg["num_nextn_predict_layers"] = 0
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, _, err = run("size", str(tmp_path / "config.json"), "--tokens", "100", "--speculative-config", '{"method": "mtp"}')
+    assert code == 2 and "declares no MTP modules" in err
+
+
+def test_the_log_parser_turns_the_engine_line_into_the_flag():
+    from kvcalc.probe.vllm_log_parse import speculative_json
+
+    assert json.loads(speculative_json("SpeculativeConfig(method='mtp', model='~/m', num_spec_tokens=3)")) == {
+        "method": "mtp", "num_speculative_tokens": 3}
+    assert json.loads(speculative_json("{'method': 'eagle3', 'model': 'org/head', 'num_speculative_tokens': 2}")) == {
+        "method": "eagle3", "model": "org/head", "num_speculative_tokens": 2}
+    assert speculative_json("{'prompt_lookup_max': 4}") is None
+    assert speculative_json("__import__('os').system('x')") is None
+
+
+def test_a_draft_that_cannot_be_read_is_one_line_and_a_log_keeps_going(run, tmp_path):
+    code, _, err = run("size", "llama-3.1-8b", "--tokens", "100", "--speculative-config",
+                       json.dumps({"method": "eagle3", "model": str(tmp_path / "no-head"), "num_speculative_tokens": 3}))
+    assert code == 2 and err.startswith("kvcalc: error: --speculative-config model ") and len(err.strip().splitlines()) == 1
+    # a log whose drafter kvcalc cannot read (not here): its figures are still checked, and a note says what is left out
+    log = tmp_path / "eagle.log"
+    log.write_text(
+        "INFO Initializing a V1 LLM engine (v0.11.0) with config: model='m', speculative_config=SpeculativeConfig("
+        f"method='eagle3', model='{tmp_path / 'no-head'}', num_spec_tokens=3), tokenizer='m'\n"
+        "INFO Available KV cache memory: 10.00 GiB\nINFO GPU KV cache size: 81,920 tokens\n"
+    )
+    result = CliRunner().invoke(APP, ["probe", "llama-3.1-8b", "--from-vllm-log", str(log), "--max-model-len", "8192",
+                                      "--format", "json"])
+    notes = " ".join(json.loads(result.stdout)["checks"][0]["explanation"])
+    assert "its drafter cannot be read" in notes and "give --speculative-config" in notes
