@@ -305,3 +305,32 @@ def test_a_draft_that_cannot_be_read_is_one_line_and_a_log_keeps_going(run, tmp_
                                       "--format", "json"])
     notes = " ".join(json.loads(result.stdout)["checks"][0]["explanation"])
     assert "its drafter cannot be read" in notes and "give --speculative-config" in notes
+
+
+@pytest.mark.parametrize(
+    ("log", "version"),
+    [
+        ("club-3090-91-qwen3.6-27b-autoround-int4-tp2-0.20.1.log", "0.20.1"),
+        ("club-3090-294-qwen3.6-27b-autoround-int4-tp2-p2poff-0.22.log", "0.22.0"),
+        ("club-3090-295-qwen3.6-27b-autoround-int4-tp2-p2pon-0.22.log", "0.22.0"),
+    ],
+)
+def test_three_logs_without_the_memory_line_fit_the_drafters_pages(log, version):
+    # club-3090's Qwen3.6-27B (AutoRound int4) at TP 2, fp8_e5m2 KV, prefix caching ('align'), MTP with 3 draft
+    # tokens, 262,144: the logs print tokens = int(blocks / per-request x 262,144) but no memory. By hand, a request
+    # holds cdiv(262,144, 1600) = 164 attention blocks + 3 GDN groups x (2 + 3) pages = 179; the logged tokens are
+    # then a whole number of blocks (423, 425, 424), which the 170 without the drafter's pages never give
+    from kvcalc.app.service import evaluate
+    from kvcalc.app.settings import Settings
+    from kvcalc.probe.vllm_log_parse import parse_runs
+    from kvcalc.sources.resolve import resolve
+
+    (run,) = parse_runs((LOGS / log).read_text())
+    per_request = -(-262144 // 1600) + 3 * (2 + 3)
+    blocks = round(run.tokens * per_request / 262144)
+    assert int(blocks / per_request * 262144) == run.tokens and blocks in (423, 424, 425)
+    assert all(int(b / 170 * 262144) != run.tokens for b in range(380, 440))
+    s = Settings(tokens=1, tp=2, kv_dtype="fp8_e5m2", enable_prefix_caching=True, max_model_len=262144, vllm_version=version,
+                 kv_cache_memory="4GiB", speculative_config='{"method": "mtp", "num_speculative_tokens": 3}')
+    pool = evaluate(resolve(Q27).spec, s).pool
+    assert (pool.block_size, pool.blocks_per_request) == (1600, per_request)
