@@ -334,3 +334,32 @@ def test_three_logs_without_the_memory_line_fit_the_drafters_pages(log, version)
                  kv_cache_memory="4GiB", speculative_config='{"method": "mtp", "num_speculative_tokens": 3}')
     pool = evaluate(resolve(Q27).spec, s).pool
     assert (pool.block_size, pool.blocks_per_request) == (1600, per_request)
+
+
+def test_a_checkpoints_mtp_tensors_count_only_with_the_drafter(tmp_path):
+    # a DeepSeek-V3-shaped local checkpoint whose headers hold decoder layer 0 (4 KiB), its layer 61 = the MTP module
+    # (2 KiB, past num_hidden_layers 61) and, Qwen-style, an 'mtp.fc.weight' (1 KiB): vLLM loads 61's and mtp.* only
+    # with an MTP drafter (models/deepseek_v2.py skips spec layers, qwen3_5.py maps 'mtp.' to None)
+    import struct
+
+    from kvcalc.app.service import evaluate
+    from kvcalc.app.settings import Settings
+    from kvcalc.sources.resolve import resolve
+
+    header = {
+        "model.layers.0.mlp.down_proj.weight": {"dtype": "BF16", "shape": [32, 64], "data_offsets": [0, 4096]},
+        "model.layers.61.mlp.down_proj.weight": {"dtype": "BF16", "shape": [16, 64], "data_offsets": [4096, 6144]},
+        "mtp.fc.weight": {"dtype": "BF16", "shape": [8, 64], "data_offsets": [6144, 7168]},
+    }
+    raw = json.dumps(header).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * 7168)
+    cfg = json.loads((Path(__file__).parents[1] / "presets" / "deepseek-v3.json").read_text())["config"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    r = resolve(str(tmp_path))
+    assert (r.checkpoint["bytes"], r.checkpoint["mtp_bytes"], r.checkpoint["layer_bytes"]) == (7168, 1024, {"0": 4096, "61": 2048})
+    base = dict(tokens=1, gpu="H200", max_model_len=4096, vllm_version="0.20.0")
+    plain = evaluate(r.spec, Settings(**base), checkpoint=r.checkpoint).pool.inputs.terms[0][2]
+    mtp = evaluate(r.spec, Settings(**base, speculative_config='{"method": "mtp", "num_speculative_tokens": 1}'),
+                   checkpoint=r.checkpoint).pool.inputs.terms[0][2]
+    assert (plain.bytes, mtp.bytes) == (4096, 7168)
+    assert "less 3 KiB of MTP modules" in plain.source and "with its MTP modules" in mtp.source

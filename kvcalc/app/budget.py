@@ -48,6 +48,7 @@ from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
 from kvcalc.core.quant import QUANTIZATIONS, forced_awq, mxfp4_kernel, workspace_kernel
+from kvcalc.core.speculative import unloaded_bytes
 from kvcalc.core.units import figure, format_bytes, parse_size
 from kvcalc.core.vllm_rules import SAMPLER_V2_DUMMY, SAMPLER_V2_WARMUP, RuleLine, rules_for
 from kvcalc.core.weights import arch_int, estimate_weights
@@ -129,6 +130,12 @@ def weights_per_stage(
     else:
         assert checkpoint is not None  # the condition above
         whole, src = int(checkpoint["bytes"]), f"checkpoint metadata ({checkpoint.get('source', 'safetensors')})"
+        skipped = unloaded_bytes(checkpoint, model.num_layers, model.drafter_method)
+        if skipped:  # MTP modules vLLM loads only with speculative decoding
+            whole -= skipped
+            src += f", less {format_bytes(skipped)} of MTP modules vLLM skips without --speculative-config"
+        elif model.drafter_method == "mtp":
+            src += " (with its MTP modules)"
     # the whole model as the TP-sliced estimate counts it, so an expert-parallel split keeps its own proportions
     sliced = estimate_weights(model, plan, quant, **kw) if ep else est
     est_total = sum(sliced.bytes_per_stage) * plan.tp or 1

@@ -124,3 +124,16 @@ def with_drafter(model: ModelSpec, drafter: Drafter) -> ModelSpec:
 def conv_grows(mixer: str, release: Release) -> bool:
     first = CONV_GROWS.get(mixer)
     return first is not None and tuple(release) >= first
+
+
+def unloaded_bytes(checkpoint: dict, num_layers: int, drafter_method: str) -> int:
+    """The checkpoint bytes vLLM does not load without an MTP drafter: 'mtp.*' tensors and decoder layers numbered
+    past ``num_layers`` (vllm==0.33.0: models/qwen3_5.py:328, qwen3_next.py:823 map 'mtp.' to None; deepseek_v2.py:
+    1653-1654 and glm4_moe.py:495 skip the spec layers). 0 when the drafter is MTP: then they are its weights."""
+    if drafter_method == "mtp":
+        return 0
+    tail = 0
+    layers = checkpoint.get("layer_bytes")
+    if isinstance(layers, dict):
+        tail = sum(int(b) for i, b in layers.items() if str(i).isdigit() and int(i) >= num_layers)
+    return int(checkpoint.get("mtp_bytes") or 0) + tail

@@ -44,19 +44,28 @@ def checkpoint_facts(files_metadata: dict, source: str) -> dict:
     """
     params: dict[str, int] = {}
     nbytes: dict[str, int] = {}
+    mtp = 0
+    layers: dict[str, int] = {}
     if not isinstance(files_metadata, dict):
         raise ValueError("the index is not a mapping of files")
     for file_meta in files_metadata.values():
         tensors = getattr(file_meta, "tensors", None)
         if not isinstance(tensors, dict):
             raise ValueError("a file's header is not a mapping of tensors")
-        for tensor in tensors.values():
+        for name, tensor in tensors.items():
             count, size, dtype = _tensor_size(tensor)
             params[dtype] = params.get(dtype, 0) + count
             nbytes[dtype] = nbytes.get(dtype, 0) + size
             if nbytes[dtype] > MAX_CHECKPOINT_BYTES:
                 raise ValueError(f"the tensors add up to more than 2**60 bytes ({dtype})")
-    return {
+            # the bytes of MTP modules, which vLLM loads only with speculative decoding: 'mtp.*' tensors (Qwen3-Next,
+            # Qwen3.5) and, by decoder layer, the layers numbered past num_hidden_layers (DeepSeek-V3, GLM-4.5)
+            if isinstance(name, str):
+                if name.startswith("mtp."):
+                    mtp += size
+                elif m := _LAYER_NAME.match(name):
+                    layers[m.group(1)] = layers.get(m.group(1), 0) + size
+    out = {
         "parameters": sum(params.values()),
         "bytes": sum(nbytes.values()),
         "parameters_by_dtype": dict(sorted(params.items())),
@@ -64,6 +73,14 @@ def checkpoint_facts(files_metadata: dict, source: str) -> dict:
         "files": len(files_metadata),
         "source": source,
     }
+    if mtp:
+        out["mtp_bytes"] = mtp
+    if layers:
+        out["layer_bytes"] = layers
+    return out
+
+
+_LAYER_NAME = re.compile(r"(?:model\.(?:language_model\.)?)?layers\.(\d{1,6})\.")
 
 
 MAX_CHECKPOINT_BYTES = 1 << 60  # no checkpoint comes near; beyond, the header is corrupt or hostile
