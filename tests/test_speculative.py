@@ -363,3 +363,23 @@ def test_a_checkpoints_mtp_tensors_count_only_with_the_drafter(tmp_path):
                    checkpoint=r.checkpoint).pool.inputs.terms[0][2]
     assert (plain.bytes, mtp.bytes) == (4096, 7168)
     assert "less 3 KiB of MTP modules" in plain.source and "with its MTP modules" in mtp.source
+
+
+def test_an_eagle3_heads_weights(run_json, tmp_path):
+    # the EAGLE-3 head of the test above on Llama-3.1-8B, TP 1, bf16, by hand (vLLM's Eagle3LlamaForCausalLM):
+    # qkv with a 2h-wide input 2 x 4096 x (32 + 2 x 8) x 128, o 4096 x 4096, MLP 3 x 4096 x 14336, four norms (input,
+    # hidden, post-attention, final), fc 3 x 4096 -> 4096, an LM head of 32,000 rows; the embedding is the target's.
+    # Its RoPE parameters differ from Llama-3.1's (no llama3 scaling), so vLLM builds it a table of its own:
+    # 131,072 positions x 128 x 2 B
+    h = 4096
+    params = 2 * h * (32 + 2 * 8) * 128 + 32 * 128 * h + 3 * h * 14336 + 4 * h + 3 * h * h + 32000 * h
+    hand = params * 2 + 131072 * 128 * 2
+    head = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 1, "intermediate_size": 14336,
+            "vocab_size": 128256, "draft_vocab_size": 32000, "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps(head))
+    args = ("size", "llama-3.1-8b", "--gpu", "H100-80GB", "--vllm-version", "0.28.0", "--tokens", "1000")
+    plain = run_json(*args)["pool"]["budget"][0][2]["bytes"]
+    term = run_json(*args, "--speculative-config", json.dumps({"method": "eagle3", "model": str(tmp_path),
+                                                                "num_speculative_tokens": 3}))["pool"]["budget"][0][2]
+    assert term["bytes"] - plain == hand and "the target's embedding" in term["source"]

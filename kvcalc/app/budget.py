@@ -10,9 +10,10 @@ from typing import Any
 from kvcalc.app.budget_gpu import ambiguous_gpu, catalog_gpu, gpu_total, optional_size
 from kvcalc.app.cudagraph_budget import cudagraph_term
 from kvcalc.app.lora_budget import with_lora
-from kvcalc.app.mm_encoder import encoder_term, towers_off
+from kvcalc.app.mm_encoder import encoder_term
 from kvcalc.app.runner import model_runner_v2, v2_by_default
 from kvcalc.app.settings import Settings
+from kvcalc.app.weights_budget import quantization, weights_per_stage
 from kvcalc.core.budget_device import non_torch
 from kvcalc.core.budget_rules import (
     COMPILE_CACHES,
@@ -39,7 +40,6 @@ from kvcalc.core.budget_rules import (
     v2_gumbel_tables,
     v2_sampler_state,
 )
-from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.engine import default_max_num_batched_tokens, max_concurrent_batches
 from kvcalc.core.footprint import CacheSettings
 from kvcalc.core.gpus import Gpu
@@ -47,11 +47,10 @@ from kvcalc.core.mixers import EXPERT_KEYS
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
-from kvcalc.core.quant import QUANTIZATIONS, forced_awq, mxfp4_kernel, workspace_kernel
-from kvcalc.core.speculative import unloaded_bytes
+from kvcalc.core.quant import forced_awq, mxfp4_kernel, workspace_kernel
 from kvcalc.core.units import figure, format_bytes, parse_size
 from kvcalc.core.vllm_rules import SAMPLER_V2_DUMMY, SAMPLER_V2_WARMUP, RuleLine, rules_for
-from kvcalc.core.weights import arch_int, estimate_weights
+from kvcalc.core.weights import arch_int
 from kvcalc.errors import PlanError, named
 
 MIB = 1 << 20
@@ -99,65 +98,8 @@ def _scheduler(
     )
 
 
-def weights_per_stage(
-    s: Settings, model: ModelSpec, plan: ParallelPlan, checkpoint: dict | None, dtype_bytes: int = 0, mxfp4: str = "",
-    vllm_extras: bool = True, fp8_marlin: bool = False,
-) -> tuple[tuple[int, ...], str]:
-    """Weights on one GPU of each PP stage, and their source. ``dtype_bytes``: the model dtype's size after
-    --dtype. ``mxfp4``: the MoE kernel whose layout the release gives MXFP4 experts on this GPU
-    (core.quant.mxfp4_kernel). ``vllm_extras``: vLLM's RoPE table and vision towers; SGLang passes False."""
-    quant = _quantization(s)
-    dtype = None
-    if s.dtype not in (None, "auto") and dtype_bytes and dtype_bytes != MODEL_DTYPES[model.dtype]:
-        dtype = next(name for name, size in MODEL_DTYPES.items() if size == dtype_bytes)
-    ep = plan.tp * plan.dp if s.enable_expert_parallel and vllm_extras else None
-    kw: dict[str, Any] = dict(mxfp4_kernel=mxfp4, dtype=dtype, vllm_extras=vllm_extras, fp8_marlin=fp8_marlin,
-                              towers_off=vllm_extras and towers_off(s, model))
-    est = estimate_weights(model, plan, quant, expert_ranks=ep, **kw)
-    ep_how = f"; experts whole across {ep} ranks (expert parallelism)" if ep else ""
-    weights_flag = optional_size(s.weights_bytes, named("weights_bytes"))
-    if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
-        how = f"{est.method}{ep_how}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)"
-        if not model.drafter_method:
-            return est.bytes_per_stage, how
-        from kvcalc.app.speculation import drafter_weights  # the drafter's, on the last stage
-
-        one = lambda m, tp: estimate_weights(m, ParallelPlan(tp=tp), quant, expert_ranks=ep, **kw).bytes_per_stage[0]  # noqa: E731
-        extra, extra_how = drafter_weights(model, plan.tp, dtype_bytes or MODEL_DTYPES[model.dtype], one)
-        return (*est.bytes_per_stage[:-1], est.bytes_per_stage[-1] + extra), f"{how} {extra_how}".rstrip()
-    if weights_flag is not None:
-        whole, src = weights_flag, "--weights-bytes"
-    else:
-        assert checkpoint is not None  # the condition above
-        whole, src = int(checkpoint["bytes"]), f"checkpoint metadata ({checkpoint.get('source', 'safetensors')})"
-        skipped = unloaded_bytes(checkpoint, model.num_layers, model.drafter_method)
-        if skipped:  # MTP modules vLLM loads only with speculative decoding
-            whole -= skipped
-            src += f", less {format_bytes(skipped)} of MTP modules vLLM skips without --speculative-config"
-        elif model.drafter_method == "mtp":
-            src += " (with its MTP modules)"
-    # the whole model as the TP-sliced estimate counts it, so an expert-parallel split keeps its own proportions
-    sliced = estimate_weights(model, plan, quant, **kw) if ep else est
-    est_total = sum(sliced.bytes_per_stage) * plan.tp or 1
-    weights = tuple(round(whole * b / est_total) for b in est.bytes_per_stage)
-    src += ep_how
-    if plan.world_size // plan.dp > 1:
-        src += ", split across ranks in the estimate's proportions"
-    return weights, src
-
-
-def _quantization(s: Settings) -> str | None:
-    q = s.quantization
-    if q is None:
-        return None
-    key = str(q).strip().lower()
-    if key not in QUANTIZATIONS:
-        raise PlanError(f"{named('quantization')} {q!r} is not known; valid: {', '.join(QUANTIZATIONS)}")
-    return key
-
-
 def _shapes(model: ModelSpec, cache: CacheSettings, s: Settings, sm: int) -> Shapes:
-    a, quant = model.arch, _quantization(s)
+    a, quant = model.arch, quantization(s)
     fp8_act = fp8_mlp_activation(a, quant, sm, not s.enforce_eager)
     h = arch_int(a, "hidden_size", "d_model", "n_embd")
     experts = arch_int(a, *EXPERT_KEYS)
@@ -365,7 +307,7 @@ def _moe_kept(
     if not shapes.experts:
         return 0, ""
     q = qc if isinstance(qc := model.arch.get("quantization_config"), dict) else {}
-    method = _quantization(s) or str(q.get("quant_method") or "")
+    method = quantization(s) or str(q.get("quant_method") or "")
     kernel = workspace_kernel(line, method, q, gpu.sm if gpu else 0, s.enable_expert_parallel)
     if method and not kernel:
         return 0, f"fused-MoE workspace of {method} experts not modelled" + (" on this GPU" if method in ("fp8", "fp8_e4m3", "mxfp4") else "")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.app.budget import weights_per_stage
 from kvcalc.app.budget_gpu import catalog_gpu, gpu_total, optional_size
 from kvcalc.app.settings import Settings
+from kvcalc.app.weights_budget import weights_per_stage
 from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.footprint import CacheSettings, stage_specs
 from kvcalc.core.model import ModelSpec

@@ -175,7 +175,7 @@ def _draft(model: ModelSpec, req: Request, grows: bool, notes: list[str]) -> sp.
     k = req.num_tokens or 1
     notes.append(f"speculative decoding ({req.method}, {plural(k, 'draft token')}): {plural(len(layers), 'draft layer')} "
                  f"of {draft.name} with {'its' if len(layers) == 1 else 'their'} own KV, after the decoder's (on the last PP stage)")
-    return sp.Drafter(req.method, k, layers, grows, tuple(notes))
+    return sp.Drafter(req.method, k, layers, grows, tuple(notes), str(req.model))
 
 
 _applied: Memo[tuple[ModelSpec, sp.Drafter]] = Memo(256)
@@ -214,6 +214,39 @@ def drafter_weights(model: ModelSpec, tp: int, dtype_bytes: int, estimate: Any) 
         extra = n * (proj + 3 * h) * dtype_bytes
         return layers + extra, (f"+ {n} MTP module{'s' if n > 1 else ''} (estimate: decoder layers as the target's, "
                                 "2h x h projection and norms; embedding and LM head shared)")
-    if model.drafter_method in sp.DRAFT_MODEL and n:
-        return 0, "+ the draft model's weights are not counted (give --weights-bytes with them)"
+    if model.drafter_method in sp.DRAFT_MODEL and model.drafter_model:
+        return _draft_weights(model, tp, dtype_bytes)
     return 0, ""
+
+
+def _draft_weights(model: ModelSpec, tp: int, dtype_bytes: int) -> tuple[int, str]:
+    """A draft checkpoint's weights on one GPU, estimated from its config (its own quantization) at the target's TP.
+    EAGLE heads use the target's embedding (vllm==0.33.0: v1/spec_decode/llm_base_proposer.py:1418-1508, unless the
+    checkpoint brings its own); EAGLE-1 also its LM head (:1510-1576), EAGLE-3 keeps one of draft_vocab_size rows
+    (models/llama_eagle3.py:329-333) and adds an fc of num_aux_hidden_states (3) x the target width -> its width,
+    whole on every rank (:210-250), and its first layer's qkv takes twice its width (:80-96); EAGLE-1's fc is 2h -> h
+    (llama_eagle.py:110). A draft model (and DFlash) is counted whole."""
+    from kvcalc.core.plan import ParallelPlan
+    from kvcalc.core.weights import arch_int, estimate_weights
+
+    draft = draft_spec(model.drafter_model)
+    a = draft.arch
+    h, vocab = arch_int(a, "hidden_size"), arch_int(a, "vocab_size")
+    dt = dtype_bytes
+    whole = estimate_weights(draft, ParallelPlan(tp=tp)).bytes_per_stage[0]
+    how = f"+ draft {draft.name} ({model.drafter_method}; estimate from its config"
+    method = model.drafter_method
+    if method in ("eagle", "eagle3"):
+        whole -= vocab * h // tp * dt  # the target's embedding
+        how += ", the target's embedding"
+        if method == "eagle":
+            whole -= vocab * h // tp * dt - 2 * h * h * dt  # the target's LM head; fc 2h -> h
+            how += " and LM head, fc 2h x h"
+        else:
+            rows = arch_int(a, "draft_vocab_size", default=vocab)
+            aux = arch_int(a, "num_aux_hidden_states", default=3)
+            target_h = arch_int(a, "target_hidden_size", default=h)
+            heads, kv, d = draft.num_attention_heads, draft.num_kv_heads, draft.head_dim
+            whole += (rows - vocab) * h // tp * dt + aux * target_h * h * dt + h * (heads + 2 * kv) * d // tp * dt + h * dt
+            how += f", LM head of {rows:,} rows, fc {aux} x {target_h} -> {h}, 2h-wide first qkv, hidden_norm"
+    return whole, how + ")"

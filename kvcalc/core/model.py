@@ -63,6 +63,7 @@ class ModelSpec:
     speculative_tokens: int = 0
     drafter_method: str = ""
     draft_layers: int = 0
+    drafter_model: str = ""  # the draft checkpoint of a draft-model method (eagle, eagle3, dflash, draft_model)
 
     @property
     def attention(self) -> str:

@@ -79,6 +79,7 @@ class Drafter:
     layers: tuple[LayerArch, ...] = ()  # attention layers with their own KV (numbered from 0 here)
     conv_grows: bool = False  # recurrent layers' conv states keep K more positions
     notes: tuple[str, ...] = ()
+    model: str = ""  # the draft checkpoint (draft-model methods)
 
 
 def mtp_count(model: ModelSpec) -> int | None:
@@ -117,7 +118,7 @@ def with_drafter(model: ModelSpec, drafter: Drafter) -> ModelSpec:
     notes = tuple(n for n in model.notes if not n.endswith(MTP_CONFIG_NOTE)) if drafter.method == "mtp" else model.notes
     return replace(
         model, layers=tuple(layers), notes=(*notes, *drafter.notes), speculative_tokens=drafter.num_tokens,
-        drafter_method=drafter.method, draft_layers=len(drafter.layers),
+        drafter_method=drafter.method, draft_layers=len(drafter.layers), drafter_model=drafter.model,
     )
 
 
