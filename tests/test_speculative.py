@@ -43,6 +43,14 @@ def rows(report: dict) -> dict[str, dict]:
     return {m["what"]: m for m in report["checks"][0]["measurements"]}
 
 
+def agrees(model: str, log: str, lo: int, hi: int, logged: int) -> dict[str, dict]:
+    """The probe's token range for ``log`` is [lo, hi] and agrees with the logged count; its rows."""
+    m = rows(probe(model, log))
+    size = m["GPU KV cache size"]
+    assert (size["predicted_min"], size["predicted_max"], size["measured"], size["verdict"]) == (lo, hi, logged, "agree")
+    return m
+
+
 def gdn_page(k_heads: int, v_heads: int, head: int, k: int, tp: int) -> int:
     """A gated-delta-net layer's state page on one rank: conv (2 x key + value channels) x (kernel 4 - 1 + K)
     positions in bf16, and the fp32 temporal state (the config's mamba_ssm_dtype) v_heads x head x head."""
@@ -55,6 +63,14 @@ def block_for(state_page: int, token_bytes: int) -> int:
     return -(-state_page // (token_bytes * 16)) * 16
 
 
+def hybrid(kv_heads: int, v_heads: int, k: int, tp: int) -> tuple[int, int, int]:
+    """A Qwen3.6 rank's fp8 attention bytes per token and layer (KV heads x 256 x K and V x 1 B), its GDN state
+    page (16 key heads of 128) and the attention block that page asks for."""
+    token = kv_heads // tp * 256 * 2 * 1
+    page = gdn_page(16, v_heads, 128, k=k, tp=tp)
+    return token, page, block_for(page, token)
+
+
 # --------------------------------------------------------------- MTP on Qwen3.6 hybrids, three real starts
 
 
@@ -62,77 +78,58 @@ def test_qwen3_6_27b_mtp_tp1_0_23_1():
     # nvidia/Qwen3.6-27B-NVFP4 with its MTP module, 2 draft tokens, fp8 KV, prefix caching ('align'), 262,144.
     # 16 full-attention layers + 1 MTP layer (full attention, the target's 4 KV heads x 256): 17 against 48 GDN
     # layers -> groups of 17 (48 >= 1.5 x 17), GDN in cdiv(48, 17) = 3 groups ("Add 3 padding layers").
-    token = 4 * 256 * 2 * 1
-    page = gdn_page(16, 48, 128, k=2, tp=1)
+    token, page, block = hybrid(4, 48, k=2, tp=1)
     assert page == 10240 * 5 * 2 + 48 * 128 * 128 * 4 == 3_248_128
-    block = block_for(page, token)
     assert block == 1600  # the log: "Setting attention block size to 1600 tokens"
-    per_block = 17 * block * token
-    lo, hi = (b // per_block for b in ends("48.6"))
+    lo, hi = (b // (17 * block * token) for b in ends("48.6"))
     assert lo == hi == 936
     # per request: 164 attention blocks + 3 GDN groups x (2 'align' pages + 2 speculative)
     need = -(-262144 // block) + 3 * (2 + 2)
     assert need == 176
     tokens = int(936 / need * 262144)  # 0.23: int(concurrency x max_model_len)
     assert (tokens, round(936 / need, 2)) == (1_394_129, 5.32)  # the log's figures
-    m = rows(probe(Q27, "qwen3.6-27b-nvfp4-mtp2-tp1-0.23.1rc1.log"))
-    size = m["GPU KV cache size"]
-    assert (size["predicted_min"], size["predicted_max"], size["measured"], size["verdict"]) == (tokens, tokens, 1_394_129, "agree")
+    m = agrees(Q27, "qwen3.6-27b-nvfp4-mtp2-tp1-0.23.1rc1.log", tokens, tokens, 1_394_129)
     assert m["Maximum concurrency for 262,144 tokens"]["verdict"] == "agree"
 
 
 def test_qwen3_6_27b_mtp_tp2_0_23_0():
     # the same shape at TP 2 (2 KV heads and half the GDN channels per rank), 3 draft tokens, prefix caching off
     # (0.23's default for hybrids: 1 + 3 state pages per request), 65,535 tokens, rank 0's 2.04 GiB
-    token = 2 * 256 * 2 * 1
-    page = gdn_page(16, 48, 128, k=3, tp=2)
-    assert page == 5120 * 6 * 2 + 24 * 128 * 128 * 4 == 1_634_304
-    block = block_for(page, token)
-    assert block == 1600  # "Setting attention block size to 1600 tokens"
+    token, page, block = hybrid(4, 48, k=3, tp=2)
+    assert (page, block) == (5120 * 6 * 2 + 24 * 128 * 128 * 4, 1600)  # "Setting attention block size to 1600 tokens"
     lo, hi = (b // (17 * block * token) for b in ends("2.04"))
     assert lo == hi == 78
     need = -(-65535 // block) + 3 * (1 + 3)
     tokens = int(78 / need * 65535)
     assert (need, tokens, round(78 / need, 2)) == (53, 96_447, 1.47)
-    m = rows(probe(Q27, "p2pbench-qwen3.6-27b-nvfp4-mtp3-tp2-0.23.0.log"))
-    size = m["GPU KV cache size"]
-    assert (size["predicted_min"], size["predicted_max"], size["measured"], size["verdict"]) == (tokens, tokens, 96_447, "agree")
+    agrees(Q27, "p2pbench-qwen3.6-27b-nvfp4-mtp3-tp2-0.23.0.log", tokens, tokens, 96_447)
 
 
 def test_qwen3_6_35b_a3b_mtp_tp1_0_20_0():
     # Qwen3.6-35B-A3B: 10 full-attention layers (2 KV heads x 256) + 1 MTP layer against 30 GDN layers (32 value
     # heads) -> groups of 11, GDN in 3 groups; 2 draft tokens, 'align', fp8_e4m3, 262,144
-    token = 2 * 256 * 2 * 1
-    page = gdn_page(16, 32, 128, k=2, tp=1)
-    assert page == 8192 * 5 * 2 + 32 * 128 * 128 * 4 == 2_179_072
-    block = block_for(page, token)
-    assert block == 2128  # "Setting attention block size to 2128 tokens"
+    token, page, block = hybrid(2, 32, k=2, tp=1)
+    assert (page, block) == (8192 * 5 * 2 + 32 * 128 * 128 * 4, 2128)  # "Setting attention block size to 2128 tokens"
     lo, hi = (b // (11 * block * token) for b in ends("66.37"))
     assert (lo, hi) == (2972, 2973)
     need = -(-262144 // block) + 3 * (2 + 2)
     assert need == 136 and round(2973 / need, 2) == 21.86 and round(2972 / need, 2) == 21.85
     # 0.20.0 prints blocks // groups x block size: 2973 // 4 x 2128 = 1,581,104 (2972 gives the same)
     assert 2973 // 4 * block == 2972 // 4 * block == 1_581_104
-    m = rows(probe(Q35, "qwen3.6-35b-a3b-nvfp4-mtp2-tp1-0.20.0.log"))
-    size = m["GPU KV cache size"]
-    assert (size["predicted_min"], size["predicted_max"], size["measured"], size["verdict"]) == (1_581_104, 1_581_104, 1_581_104, "agree")
+    m = agrees(Q35, "qwen3.6-35b-a3b-nvfp4-mtp2-tp1-0.20.0.log", 1_581_104, 1_581_104, 1_581_104)
     assert m["Maximum concurrency for 262,144 tokens"]["verdict"] == "agree"
 
 
 def test_qwen3_6_35b_a3b_without_speculation_0_24_0():
     # club-3090#612 runs the same shape without a drafter (a check of the config): 10 full against 30 GDN
     # layers -> groups of 10; GDN conv keeps 3 positions; 'align' = 2 pages; 131,072 tokens, 5.98 GiB
-    token = 2 * 256 * 2 * 1
-    page = gdn_page(16, 32, 128, k=0, tp=1)
-    block = block_for(page, token)
+    token, page, block = hybrid(2, 32, k=0, tp=1)
     assert (page, block) == (2_146_304, 2096)
     lo, hi = (b // (10 * block * token) for b in ends("5.98"))
     assert (lo, hi) == (298, 299)
     need = -(-131072 // block) + 3 * 2
     assert need == 69 and int(299 / need * 131072) == 567_978
-    m = rows(probe(Q35, "club-3090-612-qwen3.6-35b-a3b-nvfp4-0.24.0.log"))
-    size = m["GPU KV cache size"]
-    assert (size["predicted_min"], size["predicted_max"], size["verdict"]) == (int(298 / need * 131072), 567_978, "agree")
+    agrees(Q35, "club-3090-612-qwen3.6-35b-a3b-nvfp4-0.24.0.log", int(298 / need * 131072), 567_978, 567_978)
 
 
 # --------------------------------------------------------------- the drafter's layers, by method
