@@ -142,6 +142,9 @@ def test_mtp_adds_the_checkpoints_modules_with_the_targets_geometry(run_json):
     spec = run_json("size", "deepseek-v3", "--tokens", "1000", "--speculative-config",
                     '{"method": "deepseek_mtp", "num_speculative_tokens": 1}')
     assert (plain["bytes_per_token"], spec["bytes_per_token"]) == (61 * 576 * 2, 62 * 576 * 2)
+    assert "speculative" not in plain["model"] and spec["model"]["speculative"] == {
+        "method": "mtp", "num_speculative_tokens": 1, "draft_layers": 1, "draft_model": None}
+    assert spec["model"]["num_layers"] == 61 and spec["model"]["layer_groups"][0]["layers"] == 62
     assert any("1 MTP layer with its own KV" in n for n in spec["notes"])
     assert not any("add their own cache only with speculative decoding" in n for n in spec["notes"])
     # 3 draft tokens still build one module (steps beyond reuse it)

@@ -129,6 +129,8 @@ def drafter(model: ModelSpec, s: Settings, version: str) -> sp.Drafter:
 
 def _mtp(model: ModelSpec, req: Request, grows: bool, notes: list[str], release: tuple[int, ...]) -> sp.Drafter:
     if model.model_type in sp.MTP_KV_SHARED:
+        if release < sp.MTP_KV_SHARED_FIRST:
+            raise _bad(f"method 'mtp': vLLM has no MTP drafter for {model.model_type} before 0.21")
         notes.append("speculative decoding (mtp): Gemma 4's MTP layers share the KV of target layers "
                      "(vllm==0.33.0: v1/spec_decode/gemma4.py:302-358): no KV layer added")
         return sp.Drafter(sp.MTP, req.num_tokens or 1, (), grows, tuple(notes))

@@ -35,10 +35,12 @@ NO_KV = frozenset({"ngram", "ngram_gpu", "suffix", "medusa", "mlp_speculator"})
 # methods that load a draft checkpoint (speculative_config "model"), whose attention layers hold KV
 DRAFT_MODEL = frozenset({"eagle", "eagle3", "draft_model", "dflash"})
 MTP = "mtp"
-# the first release of each method (vllm==X: config/speculative.py's SpeculativeMethod Literal)
+# the first release of the methods that came after 0.11.0 (config/speculative.py's SpeculativeMethod Literal;
+# draft_model raises NotImplementedError in V1 before 0.15.1, vllm==0.13.0: engine/arg_utils.py:1743-1745);
+# ngram, eagle, eagle3, medusa and MTP run in V1 from 0.9.0.1 at least (v1/worker/gpu_model_runner.py)
 FIRST = {
-    "ngram": (0, 9), "eagle": (0, 9), "eagle3": (0, 9), "medusa": (0, 9), "mlp_speculator": (0, 9), MTP: (0, 9),
-    "suffix": (0, 11, 1), "draft_model": (0, 15, 1), "ngram_gpu": (0, 18), "dflash": (0, 20),
+    "suffix": (0, 11, 1), "draft_model": (0, 15, 1), "extract_hidden_states": (0, 17), "ngram_gpu": (0, 18),
+    "dflash": (0, 20), "custom_class": (0, 22), "dspark": (0, 25),
 }
 LAST = {"medusa": (0, 32, 99), "mlp_speculator": (0, 32, 99)}  # removed in 0.33.0
 # methods vLLM accepts whose drafter kvcalc does not build: a note says so, no layer is added
@@ -58,8 +60,9 @@ MTP_FIELDS: dict[str, tuple[tuple[str, ...], Release]] = {
 }
 # defaults where the field is absent (qwen3_next_mtp.py:63, qwen3_5_mtp.py:82)
 MTP_DEFAULT_ONE = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"})
-# Gemma 4's MTP layers share the KV of the last target layer of their type (from 0.21.0)
+# Gemma 4's MTP layers share the KV of the last target layer of their type (gemma4_mtp, from 0.21.0)
 MTP_KV_SHARED = frozenset({"gemma4", "gemma4_text"})
+MTP_KV_SHARED_FIRST: Release = (0, 21)
 
 # the state mixers whose conv state holds K more positions, from which release (GDN: vllm==0.11.0:
 # layers/mamba/mamba_utils.py:179; Mamba-2 layer and config sizing agree from 0.33.0)

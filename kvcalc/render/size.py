@@ -61,6 +61,14 @@ def _model_payload(m: ModelSpec, cache: CacheSettings) -> dict[str, Any]:
 
 
 def _new_model_payload(m: ModelSpec, cache: CacheSettings) -> dict[str, Any]:
+    out = _model_facts(m, cache)
+    if m.drafter_method:  # speculative decoding: layer_groups count the drafter's layers too
+        out["speculative"] = {"method": m.drafter_method, "num_speculative_tokens": m.speculative_tokens,
+                              "draft_layers": m.draft_layers, "draft_model": m.drafter_model or None}
+    return out
+
+
+def _model_facts(m: ModelSpec, cache: CacheSettings) -> dict[str, Any]:
     return {
         "name": m.name,
         "source": m.source,
@@ -180,11 +188,19 @@ def formula(fp: Footprint, units: str = "iec") -> str:
         per = fp.cache.kv_dtype.mla_token_bytes or m.head_dim * e
         how = f"{per} B (packed {fp.cache.kv_dtype.name})" if fp.cache.kv_dtype.mla_token_bytes else f"{m.head_dim} x {e} B"
         return (
-            f"{m.num_layers} layers x {how} latent (no x2, one copy on every TP rank) "
+            f"{len(m.layers)} layers x {how} latent (no x2, one copy on every TP rank) "
             f"= {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token, units)} per token"
         )
     return f"sum over layer groups (below) = {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token, units)} per token"
 
+
+
+def _drafter(m: ModelSpec) -> str:
+    """' + 1 MTP layer (speculative decoding)' when a drafter adds cache layers."""
+    if not m.draft_layers:
+        return ""
+    what = "MTP" if m.drafter_method == "mtp" else "draft"
+    return f" + {plural(m.draft_layers, what + ' layer')} (speculative decoding, {m.drafter_method})"
 
 
 def size_document(r: SizeResult, units: str = "iec") -> Document:
@@ -193,8 +209,8 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
     p = fp.plan
     doc = Document(f"KV cache of {m.name} — {r.rules} rules")
     doc.facts = [
-        ("model", f"{m.model_type}, {m.num_layers} layers, {m.attention}, {m.num_attention_heads} query heads, "
-                  f"{m.num_kv_heads} KV heads, head_dim {m.head_dim}, dtype {m.dtype}"),
+        ("model", f"{m.model_type}, {m.num_layers} layers{_drafter(m)}, {m.attention}, {m.num_attention_heads} query "
+                  f"heads, {m.num_kv_heads} KV heads, head_dim {m.head_dim}, dtype {m.dtype}"),
         ("source", m.source),
     ]
     if r.checkpoint is not None:
