@@ -120,6 +120,29 @@ def test_qwen3_6_35b_a3b_mtp_tp1_0_20_0():
     assert m["Maximum concurrency for 262,144 tokens"]["verdict"] == "agree"
 
 
+@pytest.mark.parametrize(
+    ("log", "k", "block", "gib", "mml", "blocks", "need", "tokens"),
+    [
+        # K = 3: the conv state keeps 3 + 3 positions, a page of 3,268,608 B -> 1600-token blocks, "Padding mamba
+        # page size by 0.25%" (3,276,800 / 3,268,608); 131,072 tokens: 82 + 3 x (2 + 3) = 97 blocks a request
+        ("sakamakismile-qwen3.6-27b-text-nvfp4-mtp3-0.20.0.log", 3, 1600, "6.56", 131072, 126, 97, 126 // 4 * 1600),
+        # K = 1: 3 + 1 positions, 3,227,648 B -> 1584-token blocks, padded by 0.51 %; 65,536: 42 + 3 x (2 + 1) = 51
+        ("sakamakismile-qwen3.6-27b-text-nvfp4-mtp1-eager-0.20.0.log", 1, 1584, "4.8", 65536, 93, 51, 93 // 4 * 1584),
+    ],
+)
+def test_one_checkpoint_two_draft_token_counts_0_20_0(log, k, block, gib, mml, blocks, need, tokens):
+    # the same Qwen3.6-27B MTP checkpoint, TP 1, fp8, 'align', started twice on vLLM 0.20.0 with 3 and 1 draft tokens:
+    # K moves the attention block and the pages a request holds (0.20.0 prints blocks // 4 groups x block size)
+    token, page, b = hybrid(4, 48, k=k, tp=1)
+    assert (page, b) == (10240 * (3 + k) * 2 + 48 * 128 * 128 * 4, block)
+    lo, hi = (x // (17 * block * token) for x in ends(gib))
+    assert lo == hi == blocks and -(-mml // block) + 3 * (2 + k) == need
+    logged = INDEX[log]["logged"]
+    assert (tokens, round(blocks / need, 2)) == (logged["gpu_kv_cache_tokens"], logged["max_concurrency"])
+    m = agrees(Q27, log, tokens, tokens, tokens)
+    assert m[f"Maximum concurrency for {mml:,} tokens"]["verdict"] == "agree"
+
+
 def test_qwen3_6_35b_a3b_without_speculation_0_24_0():
     # club-3090#612 runs the same shape without a drafter (a check of the config): 10 full against 30 GDN
     # layers -> groups of 10; GDN conv keeps 3 positions; 'align' = 2 pages; 131,072 tokens, 5.98 GiB
