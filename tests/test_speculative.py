@@ -406,3 +406,20 @@ def test_an_eagle3_heads_weights(run_json, tmp_path):
     term = run_json(*args, "--speculative-config", json.dumps({"method": "eagle3", "model": str(tmp_path),
                                                                 "num_speculative_tokens": 3}))["pool"]["budget"][0][2]
     assert term["bytes"] - plain == hand and "the target's embedding" in term["source"]
+
+
+def test_hostile_and_yaml_forms_of_the_flag(run, tmp_path):
+    # a deeply nested or oversized document is one line, exit 2 (json would recurse; vLLM's config is a few keys)
+    for text in ("[" * 5000 + "]" * 5000, '{"method": "ngram", "x": "' + "a" * 20000 + '"}'):
+        code, _, err = run("size", "qwen3-8b", "--tokens", "10", "--speculative-config", text)
+        assert code == 2 and "takes vLLM's JSON object (at most 16,384 characters)" in err and len(err.strip().splitlines()) == 1
+    # a gate file may write it as a YAML mapping, as it may --limit-mm-per-prompt
+    gate = tmp_path / "gate.yaml"
+    gate.write_text("deployments:\n  - name: mtp\n    model: deepseek-v3\n    tp: 8\n    gpu: H200\n    max_model_len: 32768\n"
+                    "    speculative_config: {method: mtp, num_speculative_tokens: 1}\n    min_concurrency: 1\n")
+    code, out, err = run("gate", str(gate), "--format", "json")
+    assert code == 0, err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(gate.read_text().replace("{method: mtp, num_speculative_tokens: 1}", "[mtp]"))
+    code, _, err = run("gate", str(bad))
+    assert code == 2 and "speculative_config must be a mapping or its JSON text" in err

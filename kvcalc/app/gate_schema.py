@@ -21,6 +21,7 @@ from kvcalc.app.settings import (
     ALIASES,
     BOOL,
     INT_LIST,
+    JSON,
     NONNEG,
     POOL_SETTINGS,
     POSITIVE,
@@ -251,6 +252,14 @@ def setting_value(key: str, value: Any) -> Any:
     if kind == _TEXT:
         if not isinstance(value, str) or not value.strip():
             raise _Bad(f"must be text, got {_type_name(value)} {_show(value)}")
+        return value.strip()
+    if kind == JSON:  # vLLM's JSON flags: a mapping as YAML writes it, or the JSON text
+        if isinstance(value, dict):
+            import json
+
+            return json.dumps(value)
+        if not isinstance(value, str) or not value.strip():
+            raise _Bad(f"must be a mapping or its JSON text, got {_type_name(value)} {_show(value)}")
         return value.strip()
     if kind == _VERSION:
         if isinstance(value, float) and not isinstance(value, bool):

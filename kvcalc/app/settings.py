@@ -30,6 +30,7 @@ UTIL = "util"  # fraction of GPU memory, 0 < f <= 1
 BOOL = "bool"
 INT_LIST = "int_list"  # comma-separated integers: 17,32
 VERSION = "version"  # an engine release string
+JSON = "json"  # a JSON object as vLLM takes it ('{"image": 0}'); a gate file may write it as a mapping
 
 # help panels, in the order --help shows them
 MODEL = "Model"
@@ -295,7 +296,7 @@ class Settings:
         "--limit-mm-per-prompt",
         help='vLLM\'s per-prompt item limits as JSON, e.g. \'{"image": 2}\' (sizes the multimodal encoder\'s profile '
         'pass; {"image": 0}: no encoder pass)',
-        kind=TEXT,
+        kind=JSON,
         panel=BUDGET,
     )
     language_model_only: bool = setting(
@@ -354,7 +355,7 @@ class Settings:
         None, "--speculative-config",
         help="vLLM's JSON: method (mtp, eagle, eagle3, draft_model, dflash, ngram, suffix...), model (the draft "
         "checkpoint) and num_speculative_tokens; the drafter's KV layers, a hybrid's state pages, MTP weights and graph "
-        "sizes are counted (SGLang: not modelled)", kind=TEXT, panel=ENGINE,
+        "sizes are counted (SGLang: not modelled)", kind=JSON, panel=ENGINE,
     )
     # vLLM serve flags a pasted command line carries
     trust_remote_code: bool = setting(

@@ -30,6 +30,7 @@ KNOWN_KEYS = frozenset({
     "speculative_token_tree", "hf_overrides", "disable_padded_drafter_batch", "draft_load_config",
 })
 METHODS = sp.NO_KV | sp.DRAFT_MODEL | sp.NOT_MODELLED | {sp.MTP}
+MAX_JSON = 16384  # characters of --speculative-config
 
 
 @record
@@ -49,13 +50,15 @@ def _bad(what: str) -> PlanError:
 
 def parse(text: Any) -> Request:
     """The JSON vLLM takes (a dict), checked; the method as vLLM resolves it before loading a draft config."""
-    try:
-        cfg = json.loads(str(text))
-    except ValueError:
+    raw = str(text)
+    try:  # bounded: vLLM's config is a few keys; a deep or huge document is refused, not recursed into
+        cfg = json.loads(raw) if len(raw) <= MAX_JSON else None
+    except (ValueError, RecursionError):
         cfg = None
     if not isinstance(cfg, dict):
         raise PlanError(
-            f"{named(FLAG)} takes vLLM's JSON, like '{{\"method\": \"eagle\", \"num_speculative_tokens\": 3}}'; got {text!r}"
+            f"{named(FLAG)} takes vLLM's JSON object (at most {MAX_JSON:,} characters), like "
+            f"'{{\"method\": \"eagle\", \"num_speculative_tokens\": 3}}'; got {raw[:80]!r}{'...' if len(raw) > 80 else ''}"
         )
     unknown = sorted(k for k in cfg if k not in KNOWN_KEYS)
     if unknown:

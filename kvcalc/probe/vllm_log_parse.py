@@ -379,7 +379,7 @@ def speculative_json(text: str) -> str | None:
 
         try:
             value = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             try:
                 value = ast.literal_eval(text)
             except (ValueError, SyntaxError, MemoryError, RecursionError):
