@@ -423,3 +423,24 @@ def test_hostile_and_yaml_forms_of_the_flag(run, tmp_path):
     bad.write_text(gate.read_text().replace("{method: mtp, num_speculative_tokens: 1}", "[mtp]"))
     code, _, err = run("gate", str(bad))
     assert code == 2 and "speculative_config must be a mapping or its JSON text" in err
+
+
+def test_the_budget_check_counts_the_drafter_as_size_does(tmp_path):
+    # probe --from-vllm-log compares logged terms with budget_check.predict: it must see the drafter's weights, as
+    # `kvcalc size` does (held-out set 39 found it did not)
+    from kvcalc.app.budget_check import predict
+    from kvcalc.app.service import evaluate
+    from kvcalc.app.settings import Settings
+    from kvcalc.sources.resolve import resolve
+
+    head = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 1, "intermediate_size": 14336,
+            "vocab_size": 128256, "draft_vocab_size": 32000, "max_position_embeddings": 2048, "torch_dtype": "float16"}
+    (tmp_path / "config.json").write_text(json.dumps(head))
+    spec = resolve("llama-3.1-8b-instruct").spec
+    base = Settings(gpu="A100-40GB", vllm_version="0.24.0", max_model_len=8192, tokens=1)
+    with_head = base.with_(speculative_config=json.dumps({"method": "eagle3", "model": str(tmp_path), "num_speculative_tokens": 5}))
+    plain, _ = predict(spec, base)
+    drafted, srcs = predict(spec, with_head)
+    assert drafted["weights"] > plain["weights"] and "draft" in srcs["weights"]
+    assert drafted["weights"] == evaluate(spec, with_head).pool.inputs.weights_bytes_per_stage[0]

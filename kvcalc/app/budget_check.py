@@ -46,6 +46,7 @@ def predict(
     from kvcalc.app import service
     from kvcalc.app.budget import budget_inputs
 
+    model = service.engine_model(model, s)  # a drafter's layers and weights, as evaluate counts them
     setup = service._setup(model, s)
     inputs = budget_inputs(model, s, setup.plan, setup.cache, setup.max_model_len, setup.version, checkpoint, setup.rules)
     if stage is None:

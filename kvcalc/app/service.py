@@ -318,6 +318,16 @@ def evaluate(model: ModelSpec, s: Settings, *, checkpoint: dict | None = None) -
     return result
 
 
+def engine_model(model: ModelSpec, s: Settings) -> ModelSpec:
+    """The model as the engine holds it under ``s``: with vLLM, --speculative-config's drafter layers (its KV, state
+    pages and weights; kvcalc.app.speculation). Every path from settings to figures goes through it."""
+    if s.speculative_config is None or str(s.engine).strip().lower() != "vllm":
+        return model
+    from kvcalc.app.speculation import apply
+
+    return apply(model, s, check_version(s))[0]
+
+
 def _evaluate(model: ModelSpec, s: Settings, checkpoint: dict | None) -> SizeResult:
     """The result, its notes ending with the flag notes (``flag_notes``)."""
     if s.encoder_tokens is not None:
@@ -328,10 +338,7 @@ def _evaluate(model: ModelSpec, s: Settings, checkpoint: dict | None) -> SizeRes
         if not model.encoder_decoder:
             raise PlanError(f"{named('encoder_tokens')} applies to encoder-decoder models; {model.name} is decoder-only")
         model = with_encoder_tokens(model, _positive(s.encoder_tokens, named("encoder_tokens")))
-    if s.speculative_config is not None and str(s.engine).strip().lower() == "vllm":
-        from kvcalc.app.speculation import apply  # the drafter's KV layers (kvcalc.core.speculative)
-
-        model, _ = apply(model, s, check_version(s))
+    model = engine_model(model, s)
     setup = _setup(model, s)
     layout = setup.layout
     if layout is None:
