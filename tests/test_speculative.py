@@ -444,3 +444,21 @@ def test_the_budget_check_counts_the_drafter_as_size_does(tmp_path):
     drafted, srcs = predict(spec, with_head)
     assert drafted["weights"] > plain["weights"] and "draft" in srcs["weights"]
     assert drafted["weights"] == evaluate(spec, with_head).pool.inputs.weights_bytes_per_stage[0]
+
+
+def test_an_eagle3_heads_layer_in_a_real_log():
+    # held-out set 39's start (tests/data/vllm-budget/set39-...log): Llama-3.1-8B-Instruct with the EAGLE-3 head
+    # yuhuili/EAGLE3-LLaMA3.1-Instruct-8B (one layer of 8 KV heads x 128), fp8 KV, 8,192, vLLM 0.24.0, 16.5 GiB.
+    # By hand: 33 layers x 8 x 128 x 2 x 1 B = 67,584 B a token, 16-token blocks; 512 blocks a request
+    log = Path(__file__).parent / "data" / "vllm-budget" / "set39-manoj-l31-8b-eagle3-fp8kv-a100-40.log"
+    head = Path(__file__).parent / "data" / "vllm-budget" / "configs" / "eagle3-llama3.1-instruct-8b.reconstructed.json"
+    lo, hi = (b // (33 * 8 * 128 * 2 * 16) for b in ends("16.5"))
+    tokens = (int(lo / 512 * 8192), int(hi / 512 * 8192))
+    assert tokens[0] <= 262_096 <= tokens[1]  # the logged "GPU KV cache size: 262,096 tokens"
+    # without the head's layer, 32 layers: at least 270,240 tokens, not what vLLM printed
+    assert int(ends("16.5")[0] // (32 * 8 * 128 * 2 * 16) / 512 * 8192) > 262_096
+    flag = json.dumps({"method": "eagle3", "model": str(head), "num_speculative_tokens": 5})
+    result = CliRunner().invoke(APP, ["probe", "llama-3.1-8b-instruct", "--from-vllm-log", str(log),
+                                      "--speculative-config", flag, "--format", "json"])
+    m = rows(json.loads(result.stdout))["GPU KV cache size"]
+    assert (m["predicted_min"], m["predicted_max"], m["measured"], m["verdict"]) == (*tokens, 262_096, "agree")

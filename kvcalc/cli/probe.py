@@ -34,7 +34,7 @@ PROBE = (
     "tp", "pp", "kv_dtype", "dtype", "block_size", "max_model_len", "vllm_version", "sglang_version",
     "gpu_memory_utilization", "mem_fraction_static", "kv_cache_memory", "max_num_batched_tokens",
     "max_concurrent_batches", "disable_hybrid_kv_cache_manager", "gpu", "gpu_memory", "max_num_seqs", "sampler",
-    "prompt", "gen",
+    "prompt", "gen", "speculative_config",
 )
 # given or read from the log: without the flag, a log check takes the log's figure
 FROM_LOG = ("tp", "pp", "kv_dtype", "vllm_version", "sglang_version", "max_model_len", "block_size")
