@@ -462,3 +462,19 @@ def test_an_eagle3_heads_layer_in_a_real_log():
                                       "--speculative-config", flag, "--format", "json"])
     m = rows(json.loads(result.stdout))["GPU KV cache size"]
     assert (m["predicted_min"], m["predicted_max"], m["measured"], m["verdict"]) == (*tokens, 262_096, "agree")
+
+
+def test_the_eagle3_heads_pass_in_the_profile_run(run_json):
+    # model runner V2 (vLLM 0.24 for Llama) runs the head inside the dummy run over max_num_batched_tokens (8,192):
+    # by hand, its layer's MLP (gate_up 2 x 14,336 + activation 14,336) and hidden/residual (2 x 4,096), plus six
+    # 4,096-wide states held (the target's output, its three auxiliary states, the head's fc output and its input
+    # embeddings), all fp16: set 39's start, whose log leaves 16.5 GiB (kvcalc +0.02 with this term, +0.39 without)
+    tokens, h = 8192, 4096
+    hand = tokens * (3 * 14336 + 2 * h) * 2 + 6 * tokens * h * 2
+    head = Path(__file__).parent / "data" / "vllm-budget" / "configs" / "eagle3-llama3.1-instruct-8b.reconstructed.json"
+    r = run_json("size", "llama-3.1-8b-instruct", "--gpu", "A100-40GB", "--vllm-version", "0.24.0", "--max-model-len",
+                 "8192", "--max-num-batched-tokens", "8192", "--dtype", "float16", "--kv-dtype", "fp8", "--enforce-eager",
+                 "--tokens", "10", "--speculative-config",
+                 json.dumps({"method": "eagle3", "model": str(head), "num_speculative_tokens": 5}))
+    peak = r["pool"]["budget"][0][3]
+    assert peak["bytes"] == hand and "the drafter's pass over 8192 tokens" in peak["source"]

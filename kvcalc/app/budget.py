@@ -98,7 +98,7 @@ def _scheduler(
     )
 
 
-def _shapes(model: ModelSpec, cache: CacheSettings, s: Settings, sm: int) -> Shapes:
+def _shapes(model: ModelSpec, dtype_bytes: int, s: Settings, sm: int) -> Shapes:
     a, quant = model.arch, quantization(s)
     fp8_act = fp8_mlp_activation(a, quant, sm, not s.enforce_eager)
     h = arch_int(a, "hidden_size", "d_model", "n_embd")
@@ -113,7 +113,7 @@ def _shapes(model: ModelSpec, cache: CacheSettings, s: Settings, sm: int) -> Sha
         q_width=model.num_attention_heads * model.head_dim,
         kv_width=model.num_kv_heads * (model.head_dim + model.head_dim_v) // 2,
         vocab=arch_int(a, "vocab_size"),
-        dtype_bytes=cache.mamba_dtype_bytes,
+        dtype_bytes=dtype_bytes,
         experts_sliced=not s.enable_expert_parallel, mlp_act_bytes=1 if fp8_act else 0,
         awq_dequant=forced_awq(a, quant),
     )
@@ -172,6 +172,12 @@ def _activation(
     else:
         scratch, scratch_how = _topk_scratch(s, line, rows, shapes.vocab, gpu)
     peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch, scratch_name, resident, examples)
+    if model.drafter_method and (line.v2_for_all or v2):  # model runner V2 runs the drafter inside the dummy run
+        from kvcalc.app.speculation import drafter_pass
+
+        phase = drafter_pass(model, lambda m: _shapes(m, shapes.dtype_bytes, s, 0), plan.tp, mnbt, shapes.dtype_bytes)
+        if phase is not None and phase[0] > peak:
+            peak, how = phase[0] + resident, f"{phase[1]} > {how}"
     unused_how = "" if not unused else (
         "--sampler native not used: 0.33's sampler takes FlashInfer or the Triton kernel (ops/topk_topp_sampler.py:515-518)"
         if unused_native else f"--sampler {s.sampler} not used: model runner V2's dummy run applies no top-k/top-p"
@@ -384,7 +390,7 @@ def budget_inputs(
     stage_weights = weights_per_stage(s, model, plan, checkpoint, cache.mamba_dtype_bytes, mxfp4_kernel(line, sm), fp8_marlin=fp8_marlin(sm))
     weights, src = with_lora(s, model, plan, *stage_weights, cache.mamba_dtype_bytes)
     mnbt = common["max_num_batched_tokens"]
-    shapes = _shapes(model, cache, s, sm)
+    shapes = _shapes(model, cache.mamba_dtype_bytes, s, sm)
     seqs = _max_num_seqs(s, line, total, gpu_name)
     over, over_src = _overhead(s, line, plan, gpu)
     graph, graph_src = cudagraph_term(s, line, shapes, model, plan, mnbt, seqs[0], sm)

@@ -255,3 +255,28 @@ def _draft_weights(model: ModelSpec, tp: int, dtype_bytes: int) -> tuple[int, st
             whole += (rows - vocab) * h // tp * dt + aux * target_h * h * dt + h * (heads + 2 * kv) * d // tp * dt + h * dt
             how += f", LM head of {rows:,} rows, fc {aux} x {target_h} -> {h}, 2h-wide first qkv, hidden_norm"
     return whole, how + ")"
+
+
+def drafter_pass(model: ModelSpec, shapes_of: Any, tp: int, tokens: int, dtype_bytes: int) -> tuple[int, str] | None:
+    """The profile run's drafter phase under model runner V2 for an EAGLE / EAGLE-3 head (None otherwise), bytes on
+    one GPU and how. vllm==0.24.0: v1/worker/gpu/model_runner.py:509-622 runs the target over ``tokens``, keeps its
+    hidden states and the EAGLE-3 auxiliary ones in locals, then the speculator's propose over the same tokens
+    (spec_decode/autoregressive/speculator.py:137-185: EAGLE-3 concatenates the auxiliary states, its fc's output
+    stays in a local beside the copy in the persistent buffer) and the head's forward, whose input embeddings
+    are held through the layer (models/llama_eagle3.py). Peak: the head's layer forward (kvcalc.core.budget_rules.
+    forward_per_token with the head's shapes) + (2 + auxiliary + 1 for EAGLE-3, 2 for EAGLE) hidden states held.
+    ``shapes_of(spec)``: the profile shapes of a model spec (app.budget._shapes)."""
+    from kvcalc.core.budget_rules import forward_per_token
+    from kvcalc.core.weights import arch_int
+
+    if model.drafter_method not in ("eagle", "eagle3") or not model.drafter_model:
+        return None
+    draft = draft_spec(model.drafter_model)
+    per_token, which = forward_per_token(shapes_of(draft), tp)
+    h = arch_int(model.arch, "hidden_size")
+    aux = arch_int(draft.arch, "num_aux_hidden_states", default=3) if model.drafter_method == "eagle3" else 0
+    held = 3 + aux if aux else 2
+    total = tokens * per_token + held * tokens * h * dtype_bytes
+    return total, (f"the drafter's pass over {tokens} tokens: its layer ({which}) + {held} x {tokens} x {h} hidden "
+                   f"states held (the target's{', its ' + str(aux) + ' auxiliary' if aux else ''}, the head's input "
+                   f"embeddings{', its fc output' if aux else ''}) = {tokens * per_token + held * tokens * h * dtype_bytes:,} B")
