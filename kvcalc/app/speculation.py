@@ -262,8 +262,9 @@ def drafter_pass(model: ModelSpec, shapes_of: Any, tp: int, tokens: int, dtype_b
     one GPU and how. vllm==0.24.0: v1/worker/gpu/model_runner.py:509-622 runs the target over ``tokens``, keeps its
     hidden states and the EAGLE-3 auxiliary ones in locals, then the speculator's propose over the same tokens
     (spec_decode/autoregressive/speculator.py:137-185: EAGLE-3 concatenates the auxiliary states, its fc's output
-    stays in a local beside the copy in the persistent buffer) and the head's forward, whose input embeddings
-    are held through the layer (models/llama_eagle3.py). Peak: the head's layer forward (kvcalc.core.budget_rules.
+    stays in a local beside the copy in the persistent buffer; the same in 0.29.0 :248, 0.31.0 :241 and 0.33.0
+    target_dependent_ar/speculator.py:210-246; the profile pass is eager, need_eager=is_profile) and the head's
+    forward, whose input embeddings are held through the layer (models/llama_eagle3.py:95-123, 230-250). Peak: the head's layer forward (kvcalc.core.budget_rules.
     forward_per_token with the head's shapes) + (2 + auxiliary + 1 for EAGLE-3, 2 for EAGLE) hidden states held.
     ``shapes_of(spec)``: the profile shapes of a model spec (app.budget._shapes)."""
     from kvcalc.core.budget_rules import forward_per_token
