@@ -20,34 +20,18 @@ from kvcalc.sources.gemma4_config import GEMMA4_TYPES, gemma4_layers
 from kvcalc.sources.state_config import state_arch
 
 # vLLM ModelArchConfigConvertor.is_deepseek_mla (model types that cache one latent)
-MLA_MODEL_TYPES = frozenset(
-    {
-        "deepseek_v2",
-        "deepseek_v3",
-        "deepseek_v32",
-        "deepseek_mtp",
-        "kimi_k2",
-        "kimi_linear",
-        "glm_moe_dsa",
-        "glm4_moe_lite",
-        "longcat_flash",
-        "pangu_ultra_moe",
-    }
-)
+MLA_MODEL_TYPES = frozenset({
+    "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "kimi_linear", "glm_moe_dsa", "glm4_moe_lite",
+    "longcat_flash", "pangu_ultra_moe",
+})
+SPECULATOR_KEYS = ("draft_vocab_size", "target_hidden_size", "norm_before_residual", "eagle_aux_hidden_state_layer_ids")
 # vLLM: the first of these that exists gives total_num_kv_heads
 KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
 FALCON_TYPES = ("falcon", "RefinedWeb", "RefinedWebModel")
 # vLLM derived max length: the minimum over the keys present
 MAX_LEN_KEYS = (
-    "max_position_embeddings",
-    "n_positions",
-    "max_seq_len",
-    "seq_length",
-    "model_max_length",
-    "max_target_positions",
-    "max_sequence_length",
-    "max_seq_length",
-    "seq_len",
+    "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length", "max_target_positions",
+    "max_sequence_length", "max_seq_length", "seq_len",
 )
 ROPE_TYPES_NOT_SCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 ROPE_TYPES_NOT_SCALED_0_29 = ("su", "longrope", "llama3")  # vllm==0.29.0: config/model.py:2452
@@ -129,9 +113,12 @@ def _with_class_defaults(text: dict) -> dict:
 def text_config(cfg: dict) -> tuple[dict, str]:
     """transformers' get_text_config(): the decoder's config of a multimodal/wrapper model, with the keys
     its config class supplies when the file leaves them out (CLASS_DEFAULTS)."""
-    for key in ("text_config", "decoder", "generator", "llm_config", "language_config"):
+    for key in ("text_config", "decoder", "generator", "llm_config", "language_config", "transformer_layer_config"):
         sub = cfg.get(key)
         if isinstance(sub, dict) and ("num_attention_heads" in sub or "num_hidden_layers" in sub):
+            if key == "transformer_layer_config":  # a speculators-format draft head: vLLM lifts these keys into the layer
+                # config it builds (vllm==0.33.0: transformers_utils/configs/speculators/base.py:47-64, algos.py:30-50)
+                sub = {**sub, **{k: cfg[k] for k in SPECULATOR_KEYS if cfg.get(k) is not None}}
             return _with_class_defaults(sub), f".{key}"
     return _with_class_defaults(cfg), ""
 
