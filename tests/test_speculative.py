@@ -478,3 +478,22 @@ def test_the_eagle3_heads_pass_in_the_profile_run(run_json):
                  json.dumps({"method": "eagle3", "model": str(head), "num_speculative_tokens": 5}))
     peak = r["pool"]["budget"][0][3]
     assert peak["bytes"] == hand and "the drafter's pass over 8192 tokens" in peak["source"]
+
+
+def test_a_full_vocabulary_eagle3_head_shares_the_targets_lm_head(run_json):
+    # held-out set 40's Qwen3-8B start with the author's EAGLE-3 head (speculators format, draft_vocab_size = the
+    # target's 151,936): the log prints "Detected EAGLE model with lm_head identical to the target model. Sharing
+    # ..." and "Model loading took 15.78 GiB". By hand, the head alone: qkv with a 2h-wide input 2 x 4096 x (32 + 2 x 8)
+    # x 128, o 4096 x 4096, MLP 3 x 4096 x 12288, four norms, fc 3 x 4096 -> 4096, no embedding, no LM head; and its
+    # own RoPE table (rope_theta 10,000 against Qwen3's 1,000,000): 40,960 positions x 128 x 2 B, all bf16
+    h = 4096
+    params = 2 * h * (32 + 2 * 8) * 128 + 32 * 128 * h + 3 * h * 12288 + 4 * h + 3 * h * h
+    hand = params * 2 + 40960 * 128 * 2
+    head = Path(__file__).parent / "data" / "vllm-budget" / "configs" / "eagle3-qwen3-8b-dishantghai.json"
+    args = ("size", "qwen3-8b", "--gpu", "H100-80GB", "--vllm-version", "0.20.0", "--tokens", "10")
+    plain = run_json(*args)["pool"]["budget"][0][2]["bytes"]
+    term = run_json(*args, "--speculative-config", json.dumps({"method": "eagle3", "model": str(head),
+                                                                "num_speculative_tokens": 2}))["pool"]["budget"][0][2]
+    # the estimate also books PyTorch's allocator blocks for the head's tensors (docs/vllm-budget.md 2.2): up to 2 MiB
+    assert 0 <= term["bytes"] - plain - hand <= 2 << 20 and "the target's LM head" in term["source"]
+    assert round(term["bytes"] / GIB, 2) == 15.78  # the log's "Model loading took 15.78 GiB"

