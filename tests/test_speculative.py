@@ -497,3 +497,29 @@ def test_a_full_vocabulary_eagle3_head_shares_the_targets_lm_head(run_json):
     # the estimate also books PyTorch's allocator blocks for the head's tensors (docs/vllm-budget.md 2.2): up to 2 MiB
     assert 0 <= term["bytes"] - plain - hand <= 2 << 20 and "the target's LM head" in term["source"]
     assert round(term["bytes"] / GIB, 2) == 15.78  # the log's "Model loading took 15.78 GiB"
+
+
+def test_methods_model_runner_v2_does_not_run_fall_back_to_v1():
+    # vLLM's _get_v2_model_runner_unsupported_features: draft_model on 0.27.1 (held-out set 40's H200 log: "Model
+    # Runner V2 does not yet support speculative method 'draft_model'; using the V1 model runner instead"), n-gram
+    # before 0.32, suffix on 0.33; EAGLE-3 stays on V2
+    from kvcalc.app.runner import model_runner_v2
+    from kvcalc.app.settings import Settings
+    from kvcalc.core.speculative import v2_takes
+    from kvcalc.core.vllm_rules import rules_for
+    from kvcalc.sources.resolve import resolve
+
+    assert not v2_takes((0, 27, 1), "draft_model") and v2_takes((0, 31, 0), "draft_model")
+    assert not v2_takes((0, 31, 0), "ngram") and v2_takes((0, 32, 0), "ngram") and not v2_takes((0, 33, 0), "suffix")
+    assert not v2_takes((0, 23, 0), "dflash") and v2_takes((0, 24, 0), "dflash") and v2_takes((0, 22, 0), "eagle3")
+    qwen = resolve("qwen3-8b").spec
+    for version, flag, v2 in (
+        ("0.27.1", '{"method": "draft_model", "model": "qwen3-0.6b", "num_speculative_tokens": 3}', False),
+        ("0.33.0", '{"method": "suffix", "num_speculative_tokens": 3}', False),
+        ("0.33.0", '{"method": "ngram", "num_speculative_tokens": 3}', True),
+        ("0.27.1", None, True),
+    ):
+        s = Settings(vllm_version=version, speculative_config=flag)
+        from kvcalc.app.service import engine_model
+
+        assert bool(model_runner_v2(rules_for(version)[0], engine_model(qwen, s), s)) is v2, (version, flag)
