@@ -523,3 +523,19 @@ def test_methods_model_runner_v2_does_not_run_fall_back_to_v1():
         from kvcalc.app.service import engine_model
 
         assert bool(model_runner_v2(rules_for(version)[0], engine_model(qwen, s), s)) is v2, (version, flag)
+
+
+def test_v1_runs_the_rejection_samplers_dry_run(run_json):
+    # model runner V1 dry-runs the rejection sampler after the dummy sampler when a drafter is set: at its peak the bf16
+    # [2R, V] random logits (4 B per R x V element), the bonus logits' copy (2) and six fp32 [R, V] tensors (24): 30 B
+    # against the plain sampler's 14 (vllm==0.20.0: rejection_sampler.py, sampler.py). Set 40's Qwen3-8B start on an
+    # H100 (0.20.0, V1): 1,024 rows x 151,936 x 30 B + 8,192 retained hidden states x 4,096 x 2 B + the Triton
+    # top-k/top-p buffer 132 SMs x 151,936 x 4 B; its log leaves 51.73 GiB (kvcalc -0.02 with this term, +2.30 without)
+    hand = 1024 * 151936 * 30 + 8192 * 4096 * 2 + 132 * 151936 * 4
+    head = Path(__file__).parent / "data" / "vllm-budget" / "configs" / "eagle3-qwen3-8b-dishantghai.json"
+    r = run_json("size", "qwen3-8b", "--gpu", "H100-80GB", "--vllm-version", "0.20.0", "--tokens", "10",
+                 "--speculative-config", json.dumps({"method": "eagle3", "model": str(head), "num_speculative_tokens": 2}))
+    peak = r["pool"]["budget"][0][3]
+    assert peak["bytes"] == hand and "rejection sampler's dry run" in peak["source"]
+    plain = run_json("size", "qwen3-8b", "--gpu", "H100-80GB", "--vllm-version", "0.20.0", "--tokens", "10")
+    assert plain["pool"]["budget"][0][3]["bytes"] == 1024 * 151936 * 14 + 8192 * 4096 * 2 + 132 * 151936 * 4

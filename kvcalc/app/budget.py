@@ -49,7 +49,7 @@ from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
 from kvcalc.core.quant import forced_awq, mxfp4_kernel, workspace_kernel
 from kvcalc.core.units import figure, format_bytes, parse_size
-from kvcalc.core.vllm_rules import SAMPLER_V2_DUMMY, SAMPLER_V2_WARMUP, RuleLine, rules_for
+from kvcalc.core.vllm_rules import SAMPLER_V2_DUMMY, SAMPLER_V2_WARMUP, RuleLine, parse_release, rules_for
 from kvcalc.core.weights import arch_int
 from kvcalc.errors import PlanError, named
 
@@ -172,6 +172,13 @@ def _activation(
     else:
         scratch, scratch_how = _topk_scratch(s, line, rows, shapes.vocab, gpu)
     peak, how = profile_peak(shapes, plan.tp, mnbt, rows, bpe, kept, scratch, scratch_name, resident, examples)
+    if model.drafter_method and not (line.v2_for_all or v2):  # V1: the rejection sampler's dry run after the sampler
+        from kvcalc.app.speculation import rejection_dry_run
+
+        dry = rejection_dry_run(parse_release(str(s.vllm_version)), rows, shapes.vocab, shapes.dtype_bytes)
+        side = kept + mnbt * shapes.hidden * shapes.dtype_bytes + scratch + resident  # as in the sampler phase
+        if dry is not None and dry[0] + side > peak:
+            peak, how = dry[0] + side, f"{dry[1]} + {mnbt} retained hidden states{' + ' + scratch_name if scratch else ''} > {how}"
     if model.drafter_method and (line.v2_for_all or v2):  # model runner V2 runs the drafter inside the dummy run
         from kvcalc.app.speculation import drafter_pass
 

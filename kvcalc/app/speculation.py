@@ -287,3 +287,22 @@ def drafter_pass(model: ModelSpec, shapes_of: Any, tp: int, tokens: int, dtype_b
     return total, (f"the drafter's pass over {tokens} tokens: its layer ({which}) + {held} x {tokens} x {h} hidden "
                    f"states held (the target's{', its ' + str(aux) + ' auxiliary' if aux else ''}, the head's input "
                    f"embeddings{', its fc output' if aux else ''}) = {tokens * per_token + held * tokens * h * dtype_bytes:,} B")
+
+
+# V1's dummy sampler run dry-runs the rejection sampler when speculative decoding is on (one draft token per request,
+# draft_probs None): at its peak, inside sample_recovered_tokens, it holds the bf16 [2R, V] random logits, the bonus
+# logits' copy, and six fp32 [R, V] tensors (the bonus sampler's raw logits, the target's raw logits and their clone,
+# the target probabilities, q and inv_q): 3 x dtype + 24 B per (row x vocab) element, against 14 for the plain
+# sampler call before it (vllm==0.20.0: v1/worker/gpu_model_runner.py:5676-5700, v1/sample/rejection_sampler.py:
+# 87-185, v1/sample/sampler.py:68-143; the same tensors in 0.22.0 and 0.27.1). Read from 0.17 on (Triton top-k/top-p,
+# in place); 0.13's sort path peaks otherwise, and 0.14-0.16 were not read.
+REJECTION_DRY_RUN_FIRST = (0, 17)
+REJECTION_DRY_RUN_FP32 = 24
+
+
+def rejection_dry_run(release: tuple[int, ...], rows: int, vocab: int, dtype_bytes: int) -> tuple[int, str] | None:
+    """The V1 rejection-sampler dry run's [rows, vocab] tensors at its peak (None before 0.17, not read)."""
+    if tuple(release) < REJECTION_DRY_RUN_FIRST:
+        return None
+    per = 3 * dtype_bytes + REJECTION_DRY_RUN_FP32
+    return rows * vocab * per, f"the rejection sampler's dry run (speculative decoding, model runner V1): {rows} seqs x vocab {vocab} x {per} B"
