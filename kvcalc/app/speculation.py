@@ -294,7 +294,8 @@ def drafter_pass(model: ModelSpec, shapes_of: Any, tp: int, tokens: int, dtype_b
 # logits' copy, and six fp32 [R, V] tensors (the bonus sampler's raw logits, the target's raw logits and their clone,
 # the target probabilities, q and inv_q): 3 x dtype + 24 B per (row x vocab) element, against 14 for the plain
 # sampler call before it (vllm==0.20.0: v1/worker/gpu_model_runner.py:5676-5700, v1/sample/rejection_sampler.py:
-# 87-185, v1/sample/sampler.py:68-143; the same tensors in 0.22.0 and 0.27.1). Read from 0.17 on (Triton top-k/top-p,
+# 87-185, v1/sample/sampler.py:68-143; the same tensors in 0.22.0 and 0.27.1; the same dry run in 0.29.0 :6380-6400,
+# 0.31.0 :6275-6295 and 0.33.0 :5938-5958, its tensors not re-counted there). Read from 0.17 on (Triton top-k/top-p,
 # in place); 0.13's sort path peaks otherwise, and 0.14-0.16 were not read.
 REJECTION_DRY_RUN_FIRST = (0, 17)
 REJECTION_DRY_RUN_FP32 = 24
