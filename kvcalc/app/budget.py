@@ -183,7 +183,7 @@ def _activation(
         from kvcalc.app.speculation import drafter_pass
 
         phase = drafter_pass(model, lambda m: _shapes(m, shapes.dtype_bytes, s, 0), plan.tp, mnbt, shapes.dtype_bytes)
-        if phase is not None and phase[0] > peak:
+        if phase is not None and phase[0] + resident > peak:
             peak, how = phase[0] + resident, f"{phase[1]} > {how}"
     unused_how = "" if not unused else (
         "--sampler native not used: 0.33's sampler takes FlashInfer or the Triton kernel (ops/topk_topp_sampler.py:515-518)"
