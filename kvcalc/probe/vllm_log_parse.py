@@ -260,7 +260,7 @@ def _settings(line: str, found: dict[str, Any]) -> None:
         m = SPECULATIVE.search(line) if spec is None else None
         spec = (m.group(1) or m.group(2)) if m else spec
         if spec:
-            found["speculative"] = str(spec)[:200]
+            found["speculative"] = str(spec)[:1000]  # bounded; a draft's local path can be long
 
 
 def _line(log: VllmLog, line: str) -> bool:
@@ -369,13 +369,14 @@ def speculative_json(text: str) -> str | None:
     """The log's speculative config (the engine line's ``SpeculativeConfig(method='mtp', model='m',
     num_spec_tokens=3)``, or the non-default args' dict) as the JSON --speculative-config takes; None when it
     names no method or token count kvcalc can read. The text is data: read with json / ast.literal_eval only."""
+    import json
+
     out: dict[str, object] = {}
     if text.startswith("SpeculativeConfig("):
         for key, word, number in _SPEC_FIELD.findall(text):
             out["num_speculative_tokens" if key.startswith("num_") else key] = int(number) if number else word
     else:
         import ast
-        import json
 
         try:
             value = json.loads(text)
@@ -392,6 +393,4 @@ def speculative_json(text: str) -> str | None:
     method = out.get("method")
     if isinstance(method, str) and (method == "mtp" or method.endswith("_mtp")):
         out.pop("model", None)  # the target checkpoint itself
-    import json
-
     return json.dumps(out, sort_keys=True)
