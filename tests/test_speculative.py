@@ -539,3 +539,13 @@ def test_v1_runs_the_rejection_samplers_dry_run(run_json):
     assert peak["bytes"] == hand and "rejection sampler's dry run" in peak["source"]
     plain = run_json("size", "qwen3-8b", "--gpu", "H100-80GB", "--vllm-version", "0.20.0", "--tokens", "10")
     assert plain["pool"]["budget"][0][3]["bytes"] == 1024 * 151936 * 14 + 8192 * 4096 * 2 + 132 * 151936 * 4
+
+
+def test_fit_takes_the_drafter(run_json):
+    # the MTP layer's KV and weights leave less room: every plan fit finds serves fewer requests with it
+    args = ("fit", "qwen3-next-80b-a3b-thinking", "--gpu", "H100-80GB", "--concurrency", "4", "--max-model-len", "131072")
+    plain = {(d["tp"], d["pp"]): d["max_concurrency"] for d in run_json(*args)["deployments"]}
+    drafted = {(d["tp"], d["pp"]): d["max_concurrency"] for d in run_json(
+        *args, "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}')["deployments"]}
+    shared = set(plain) & set(drafted)
+    assert shared and all(drafted[k] < plain[k] for k in shared)

@@ -13,7 +13,7 @@ from kvcalc.errors import KvcalcError
 FIT = (
     "gpu", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory", "max_model_len", "block_size", "dtype", "weights_bytes",
     "activation_bytes", "overhead_bytes", "cudagraph_bytes", "max_num_batched_tokens", "vllm_version",
-    "sglang_version", "mem_fraction_static", "chunked_prefill_size",
+    "sglang_version", "mem_fraction_static", "chunked_prefill_size", "speculative_config",
 )
 
 
