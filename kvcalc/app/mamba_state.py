@@ -56,7 +56,8 @@ def mamba_fields(model: ModelSpec, s: Settings, version: str) -> tuple[dict[str,
         raise PlanError(f"{named('mamba_cache_mode')} {mode!r}: vLLM {version} accepts {', '.join(valid)}") from None
     # speculative decoding: K more state pages per request, which the pool's sizing counts from 0.15
     # (vllm==0.33.0: layers/mamba/abstract.py:86-90, for every method; kvcalc.core.mamba_cache.MambaCacheLine)
-    k = model.speculative_tokens if line_for(parse_release(version)).counts_speculative else 0
+    counts = line_for(parse_release(version)).counts_speculative
+    k = model.speculative_tokens if counts else 0
     fields = {
         "mamba_cache_mode": mc.mode, "mamba_checkpoint_blocks": mc.checkpoint_blocks,
         "mamba_checkpoint_alignment": mc.checkpoint_alignment, "mamba_all_adds_speculative": mc.all_adds_speculative,
@@ -67,7 +68,7 @@ def mamba_fields(model: ModelSpec, s: Settings, version: str) -> tuple[dict[str,
              "align": f"{2 + mc.checkpoint_blocks}{spec} state pages per request",
              "all": "one state page per block of each request" + (f"{spec}" if k and mc.all_adds_speculative else "")}[mc.mode]
     note = f"state layers: {pages} (vLLM {version}: {mc.why})"
-    if model.speculative_tokens and not line_for(parse_release(version)).counts_speculative:
+    if model.speculative_tokens and not counts:
         note += (f"; the drafter's {model.speculative_tokens} speculative state pages are allocated per request but "
                  "vLLM before 0.15 leaves them out of the pool's sizing")
     if mc.checkpoint_blocks:

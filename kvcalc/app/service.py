@@ -275,10 +275,6 @@ _SGLANG_ONLY = ("mem_fraction_static", "max_total_tokens", "max_running_requests
 _sglang_only = attrgetter(*_SGLANG_ONLY)
 
 
-SPECULATIVE_NOTE = (
-    "with vLLM, kvcalc counts the drafter's KV layers and state pages, its weights in the budget (an estimate) and "
-    "its CUDA-graph sizes; its profile pass is not modelled"
-)
 SGLANG_SPECULATIVE_NOTE = (
     "SGLang's drafter (its own KV pool, weights and graphs) is not modelled: the pool is overstated"
 )

@@ -15,7 +15,7 @@ from kvcalc.core import speculative as sp
 from kvcalc.core.mamba_cache import mixer_of
 from kvcalc.core.memo import Memo
 from kvcalc.core.model import ModelSpec
-from kvcalc.core.record import record
+from kvcalc.core.record import record, replace
 from kvcalc.core.vllm_rules import parse_release
 from kvcalc.errors import PlanError, named
 from kvcalc.words import plural
@@ -141,7 +141,7 @@ def _mtp(model: ModelSpec, req: Request, grows: bool, notes: list[str], release:
     if count is None:
         raise _bad(f"method 'mtp': kvcalc does not know where {model.model_type} keeps MTP modules; known: "
                    f"{', '.join(sorted(sp.MTP_FIELDS))}")
-    first = sp.MTP_FIELDS[model.model_type][1]
+    first = sp.MTP_FIELDS[model.model_type][2]
     if release < first:
         raise _bad(f"method 'mtp': vLLM has no MTP drafter for {model.model_type} before {'.'.join(map(str, first))}")
     if count < 1:
@@ -205,8 +205,6 @@ def drafter_weights(model: ModelSpec, tp: int, dtype_bytes: int, estimate: Any) 
     """Bytes of the drafter's weights on one GPU of the last PP stage (vLLM loads them inside 'Model loading
     took', vllm==0.33.0: v1/worker/gpu_model_runner.py:5009-5012), and how they were counted. ``estimate(model,
     tp)`` is the weights estimate of a model on one PP stage (kvcalc.core.weights.estimate_weights)."""
-    from kvcalc.core.record import replace
-
     n = model.draft_layers
     if model.drafter_method == sp.MTP and n:
         # the MTP decoder layers as the target's own (the estimate of the model with n more layers, less the
@@ -286,7 +284,7 @@ def drafter_pass(model: ModelSpec, shapes_of: Any, tp: int, tokens: int, dtype_b
     total = tokens * per_token + held * tokens * h * dtype_bytes
     return total, (f"the drafter's pass over {tokens} tokens: its layer ({which}) + {held} x {tokens} x {h} hidden "
                    f"states held (the target's{', its ' + str(aux) + ' auxiliary' if aux else ''}, the head's input "
-                   f"embeddings{', its fc output' if aux else ''}) = {tokens * per_token + held * tokens * h * dtype_bytes:,} B")
+                   f"embeddings{', its fc output' if aux else ''}) = {total:,} B")
 
 
 # V1's dummy sampler run dry-runs the rejection sampler when speculative decoding is on (one draft token per request,

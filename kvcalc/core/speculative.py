@@ -46,20 +46,17 @@ LAST = {"medusa": (0, 32, 99), "mlp_speculator": (0, 32, 99)}  # removed in 0.33
 # methods vLLM accepts whose drafter kvcalc does not build: a note says so, no layer is added
 NOT_MODELLED = frozenset({"dspark", "extract_hidden_states", "custom_class"})
 
-# where each family's checkpoint counts its MTP modules, and the first release with its MTP class
-MTP_FIELDS: dict[str, tuple[tuple[str, ...], Release]] = {
-    "deepseek_v3": (("num_nextn_predict_layers",), (0, 9)),
-    "deepseek_v32": (("num_nextn_predict_layers",), (0, 11)),
-    "glm4_moe": (("num_nextn_predict_layers",), (0, 10)),
-    "mimo": (("num_nextn_predict_layers",), (0, 10)),
-    "qwen3_next": (("num_nextn_predict_layers",), (0, 10, 2)),
-    "qwen3_5": (("mtp_num_hidden_layers", "num_nextn_predict_layers"), (0, 17)),
-    "qwen3_5_text": (("mtp_num_hidden_layers", "num_nextn_predict_layers"), (0, 17)),
-    "qwen3_5_moe": (("mtp_num_hidden_layers", "num_nextn_predict_layers"), (0, 17)),
-    "qwen3_5_moe_text": (("mtp_num_hidden_layers", "num_nextn_predict_layers"), (0, 17)),
+# where each family's checkpoint counts its MTP modules, the count when the field is absent (Qwen: 1,
+# qwen3_next_mtp.py:63, qwen3_5_mtp.py:82) and the first release with its MTP class
+_QWEN35_MTP = (("mtp_num_hidden_layers", "num_nextn_predict_layers"), 1, (0, 17))
+MTP_FIELDS: dict[str, tuple[tuple[str, ...], int, Release]] = {
+    "deepseek_v3": (("num_nextn_predict_layers",), 0, (0, 9)),
+    "deepseek_v32": (("num_nextn_predict_layers",), 0, (0, 11)),
+    "glm4_moe": (("num_nextn_predict_layers",), 0, (0, 10)),
+    "mimo": (("num_nextn_predict_layers",), 0, (0, 10)),
+    "qwen3_next": (("num_nextn_predict_layers",), 1, (0, 10, 2)),
+    "qwen3_5": _QWEN35_MTP, "qwen3_5_text": _QWEN35_MTP, "qwen3_5_moe": _QWEN35_MTP, "qwen3_5_moe_text": _QWEN35_MTP,
 }
-# defaults where the field is absent (qwen3_next_mtp.py:63, qwen3_5_mtp.py:82)
-MTP_DEFAULT_ONE = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"})
 # Gemma 4's MTP layers share the KV of the last target layer of their type (gemma4_mtp, from 0.21.0)
 MTP_KV_SHARED = frozenset({"gemma4", "gemma4_text"})
 MTP_KV_SHARED_FIRST: Release = (0, 21)
@@ -116,7 +113,7 @@ def mtp_count(model: ModelSpec) -> int | None:
         value = model.arch.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-    return 1 if model.model_type in MTP_DEFAULT_ONE else 0
+    return fields[1]
 
 
 def mtp_layers(model: ModelSpec, count: int) -> tuple[LayerArch, ...]:

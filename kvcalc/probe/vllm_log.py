@@ -272,12 +272,13 @@ def _settings_from_log(log: VllmLog, settings: Any, version: str, given: dict[st
 
 def _unreadable_drafter(spec: str) -> str | None:
     """Why the log's speculative config cannot be modelled (its draft checkpoint cannot be read here), or None."""
-    from kvcalc.app import speculation
+    from kvcalc.app.speculation import draft_spec, parse
+    from kvcalc.core.speculative import DRAFT_MODEL
 
     try:
-        req = speculation.parse(spec)
-        if req.method in speculation.sp.DRAFT_MODEL and req.model:
-            speculation.draft_spec(req.model)
+        req = parse(spec)
+        if req.method in DRAFT_MODEL and req.model:
+            draft_spec(req.model)
     except KvcalcError as exc:
         return f"its drafter cannot be read ({exc})"
     return None
