@@ -195,13 +195,8 @@ def test_ngram_adds_no_layer_but_a_hybrids_state_grows(run_json):
 def test_a_draft_models_layers_are_counted_at_the_targets_tp(run_json, tmp_path):
     # an EAGLE-3 head written for this test: one Llama layer of 8 KV heads x 128 (the shape of Llama-3.1-8B's
     # heads); it joins Llama-3.1-8B's group: 33 layers x 8 x 128 x 2 x 2 B per token at TP 1, 33 x 2 x ... at TP 4
-    head = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
-            "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 1, "intermediate_size": 14336,
-            "vocab_size": 128256, "draft_vocab_size": 32000, "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
-    path = tmp_path / "eagle3-head" / "config.json"
-    path.parent.mkdir()
-    path.write_text(json.dumps(head))
-    flag = json.dumps({"method": "eagle3", "model": str(path.parent), "num_speculative_tokens": 3})
+    path = Path(_eagle3_head(tmp_path))
+    flag = json.dumps({"method": "eagle3", "model": str(path), "num_speculative_tokens": 3})
     r = run_json("size", "llama-3.1-8b", "--tokens", "1000", "--speculative-config", flag)
     assert r["bytes_per_token"] == 33 * 8 * 128 * 2 * 2
     assert any("1 draft layer of" in n for n in r["notes"])
@@ -210,7 +205,7 @@ def test_a_draft_models_layers_are_counted_at_the_targets_tp(run_json, tmp_path)
     # a draft whose repo name says EAGLE-3 is one, as vLLM detects it (method left out: a draft model)
     named = tmp_path / "my-eagle3-head"
     named.mkdir()
-    (named / "config.json").write_text(json.dumps(head))
+    (named / "config.json").write_text((path / "config.json").read_text())
     auto = run_json("size", "llama-3.1-8b", "--tokens", "1000", "--speculative-config",
                     json.dumps({"model": str(named), "num_speculative_tokens": 2}))
     assert auto["bytes_per_token"] == 33 * 8 * 128 * 2 * 2 and any("(eagle3, 2 draft tokens)" in n for n in auto["notes"])
@@ -549,3 +544,59 @@ def test_fit_takes_the_drafter(run_json):
         *args, "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}')["deployments"]}
     shared = set(plain) & set(drafted)
     assert shared and all(drafted[k] < plain[k] for k in shared)
+
+
+def _eagle3_head(tmp_path: Path) -> str:
+    """An EAGLE-3 head written for these tests: one Llama layer of 8 KV heads x 128 (Llama-3.1-8B's head shape)."""
+    head = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 1, "intermediate_size": 14336,
+            "vocab_size": 128256, "draft_vocab_size": 32000, "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+    path = tmp_path / "eagle3-head"
+    path.mkdir(exist_ok=True)
+    (path / "config.json").write_text(json.dumps(head))
+    return str(path)
+
+
+def test_a_drafters_own_kv_cache_dtype_from_0_26(run, run_json, tmp_path):
+    # vLLM 0.26+ builds the drafter's layers with the speculative config's kv_cache_dtype ('auto': the model dtype,
+    # bf16), while the target's 32 layers keep --kv-cache-dtype fp8: per token 32 x 2 x 8 x 128 x 1 B + 1 x 2 x 8 x
+    # 128 x 2 B. One KV cache group of one type (UniformTypeKVCacheSpecs): a block holds every layer's page, 16 tokens.
+    head = _eagle3_head(tmp_path)
+
+    def flag(**extra: str) -> str:
+        return json.dumps({"method": "eagle3", "model": head, "num_speculative_tokens": 3, **extra})
+
+    base = ("size", "llama-3.1-8b", "--tokens", "1000", "--kv-dtype", "fp8", "--gpu", "H100-80GB")
+    own = run_json(*base, "--vllm-version", "0.26.0", "--speculative-config", flag(kv_cache_dtype="auto"))
+    assert own["bytes_per_token"] == 32 * 2 * 8 * 128 * 1 + 2 * 8 * 128 * 2 == 69632
+    assert own["pool"]["bytes_per_block"] == 16 * 69632
+    drafter = [g for g in own["model"]["layer_groups"] if g.get("drafter_kv_dtype")]
+    assert [(g["layers"], g["drafter_kv_dtype"], g["bytes_per_token_per_layer"]) for g in drafter] == [(1, "bfloat16", 4096)]
+    # unset, or the target's own dtype under another name (fp8_e4m3 is fp8's storage): all 33 layers in fp8
+    for extra in ({}, {"kv_cache_dtype": "fp8_e4m3"}):
+        same = run_json(*base, "--vllm-version", "0.26.0", "--speculative-config", flag(**extra))
+        assert same["bytes_per_token"] == 33 * 2 * 8 * 128 == 67584
+        assert not any("drafter_kv_dtype" in g for g in same["model"]["layer_groups"])
+    # before 0.26 the key does not exist and vLLM's config refuses extra keys; a name vLLM does not know is refused
+    code, _, err = run(*base, "--vllm-version", "0.25.0", "--speculative-config", flag(kv_cache_dtype="auto"))
+    assert code == 2 and "'kv_cache_dtype' is in vLLM's SpeculativeConfig from 0.26.0" in err
+    code, _, err = run(*base, "--vllm-version", "0.26.0", "--speculative-config", flag(kv_cache_dtype="fp9"))
+    assert code == 2 and err.count("\n") == 1 and "--speculative-config 'kv_cache_dtype': 'fp9' is not known" in err
+
+
+def test_0_31s_v2_draft_model_keeps_the_targets_kv_dtype(run_json, tmp_path):
+    # 0.31's model runner V2 draft-model speculator builds the draft with the target's cache config: a bf16 request
+    # has no effect there (33 layers x 2 x 8 x 128 x 1 B); 0.32's standalone speculator takes it again
+    head = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 2, "intermediate_size": 8192,
+            "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "head_dim": 64}
+    path = tmp_path / "small-draft"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(head))
+    flag = json.dumps({"method": "draft_model", "model": str(path), "num_speculative_tokens": 3, "kv_cache_dtype": "auto"})
+    base = ("size", "llama-3.1-8b", "--tokens", "1000", "--kv-dtype", "fp8", "--speculative-config", flag)
+    v31 = run_json(*base, "--vllm-version", "0.31.0")
+    assert v31["bytes_per_token"] == 32 * 2 * 8 * 128 + 2 * 2 * 8 * 64
+    assert any("kv_cache_dtype has no effect" in n for n in v31["notes"])
+    v32 = run_json(*base, "--vllm-version", "0.32.0")
+    assert v32["bytes_per_token"] == 32 * 2 * 8 * 128 + 2 * 2 * 8 * 64 * 2

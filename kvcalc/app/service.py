@@ -11,7 +11,7 @@ from typing import Any
 
 from kvcalc.app.mamba_state import mamba_fields
 from kvcalc.app.settings import INERT, MAX_REQUESTS, TABLE, TRAFFIC_SETTINGS, Settings, check_bounds
-from kvcalc.core.dtypes import MODEL_DTYPES, normalize_model_dtype
+from kvcalc.core.dtypes import MODEL_DTYPES, KVDtype, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype, stage_layout
 from kvcalc.core.memo import Memo
 from kvcalc.core.model import ModelSpec
@@ -161,11 +161,25 @@ def cache_settings(model: ModelSpec, s: Settings, *, block_size: int) -> CacheSe
     state, _ = mamba_fields(model, s, str(s.vllm_version).strip())
     return CacheSettings(
         kv_dtype=kv,
+        draft_kv_dtype=draft_kv_dtype(model, mdt, kv),
         block_size=block_size,
         mamba_dtype_bytes=MODEL_DTYPES[mdt],
         mamba_ssm_dtype_bytes=MODEL_DTYPES[ssm_state_dtype(model, mdt)],
         **state,
     )
+
+
+def draft_kv_dtype(model: ModelSpec, mdt: str, target: KVDtype) -> KVDtype | None:
+    """The drafter's own KV dtype (speculative config 'kv_cache_dtype'; 'auto': the model dtype, which the draft
+    config takes from the target's), or None when its layers store what the target's store."""
+    if not model.draft_kv_dtype:
+        return None
+    try:
+        own = resolve_kv_dtype(model.draft_kv_dtype, model, mdt)
+    except PlanError as exc:
+        raise PlanError(f"{named('speculative_config')} 'kv_cache_dtype': {exc.args[0].split(' ', 1)[1]}") from None
+    same = (own.bytes, own.scale_bytes_per_head, own.mla_token_bytes) == (target.bytes, target.scale_bytes_per_head, target.mla_token_bytes)
+    return None if same else own
 
 
 # vLLM's config hook for Qwen3.5 / Qwen3.6 (Qwen3_5For{CausalLM,ConditionalGeneration} and their MoE variants): an

@@ -92,7 +92,9 @@ def parse(text: Any) -> Request:
     if k is None and method != sp.MTP:
         raise _bad("needs 'num_speculative_tokens' (a positive integer)")
     kv = cfg.get("kv_cache_dtype")
-    return Request(method, k, model.strip() if isinstance(model, str) else None, tp, kv if isinstance(kv, str) else None)
+    if kv is not None and not (isinstance(kv, str) and kv.strip()):
+        raise _bad(f"'kv_cache_dtype' must be a KV cache dtype name like 'auto' or 'fp8', got {kv!r}")
+    return Request(method, k, model.strip() if isinstance(model, str) else None, tp, kv.strip().lower() if kv else None)
 
 
 def _check_release(req: Request, release: tuple[int, ...], version: str) -> None:
@@ -112,9 +114,7 @@ def drafter(model: ModelSpec, s: Settings, version: str) -> sp.Drafter:
         raise _bad(f"'draft_tensor_parallel_size' {req.draft_tp}: vLLM takes 1 or the target's --tp ({tp})")
     grows = "mamba" in model.kinds and sp.conv_grows(mixer_of(model.model_type), release)
     notes: list[str] = []
-    if req.kv_cache_dtype not in (None, "auto"):
-        notes.append(f"the drafter's own kv_cache_dtype ({req.kv_cache_dtype}) is not modelled: its layers are "
-                     "counted in the target's KV dtype")
+    own = _own_kv_dtype(req, release, version, notes)
     if "mamba" in model.kinds and not grows and mixer_of(model.model_type) == "mamba2":
         notes.append("vLLM before 0.33 sizes Mamba-2 pages without the drafter's conv positions while the layers "
                      "hold them (vllm==0.29.0: models/granitemoehybrid.py:641); kvcalc counts the pages without them")
@@ -125,9 +125,24 @@ def drafter(model: ModelSpec, s: Settings, version: str) -> sp.Drafter:
     if req.method in sp.NO_KV:
         notes.append(f"{what}: the drafter holds no KV cache")
         return sp.Drafter(req.method, req.num_tokens or 0, (), grows, tuple(notes))
-    if req.method == sp.MTP:
-        return _mtp(model, req, grows, notes, release)
-    return _draft(model, req, grows, notes)
+    d = _mtp(model, req, grows, notes, release) if req.method == sp.MTP else _draft(model, req, grows, notes)
+    return replace(d, kv_dtype=own) if own and d.layers else d
+
+
+def _own_kv_dtype(req: Request, release: tuple[int, ...], version: str, notes: list[str]) -> str:
+    """The drafter's own KV dtype ('' when its layers take the target's): the speculative config's kv_cache_dtype
+    from 0.26, when the release's drafter builds its layers with it."""
+    if req.kv_cache_dtype is None:
+        return ""
+    if release < sp.DRAFT_KV_DTYPE_FIRST:
+        raise _bad(f"key 'kv_cache_dtype' is in vLLM's SpeculativeConfig from 0.26.0; vLLM {version} refuses it "
+                   "(extra fields are forbidden); drop it: the drafter takes the target's --kv-cache-dtype")
+    if req.method == "draft_model" and release[:2] in sp.DRAFT_KV_DTYPE_IGNORED:
+        notes.append(f"vLLM {version}'s model runner V2 builds a draft model with the target's cache config "
+                     "(vllm==0.31.0: v1/worker/gpu/spec_decode/draft_model/speculator.py:102-110): the speculative "
+                     "config's kv_cache_dtype has no effect")
+        return ""
+    return req.kv_cache_dtype
 
 
 def _mtp(model: ModelSpec, req: Request, grows: bool, notes: list[str], release: tuple[int, ...]) -> sp.Drafter:

@@ -33,6 +33,10 @@ class CacheSettings:
 
     kv_dtype: KVDtype
     block_size: int = 16
+    # a speculative drafter's own kv_cache_dtype (vLLM 0.26+: the drafter's layers are built with a cache config
+    # whose cache_dtype is the speculative config's; vllm==0.26.0: v1/spec_decode/llm_base_proposer.py:1303-1310,
+    # v1/worker/gpu/spec_decode/eagle/utils.py:42-48); None: the drafter's layers take kv_dtype
+    draft_kv_dtype: KVDtype | None = None
     mamba_dtype_bytes: int = 2  # conv state: the model dtype unless --mamba-cache-dtype
     mamba_ssm_dtype_bytes: int = 2  # temporal state: auto = the conv dtype
     num_speculative_blocks: int = 0
@@ -65,7 +69,7 @@ def resolve_kv_dtype(name: str, model: ModelSpec, model_dtype: str | None = None
 def layer_spec(layer: LayerArch, tp: int, cache: CacheSettings) -> CacheSpec:
     """The cache spec one TP rank holds for one layer module."""
     bs = cache.block_size
-    dt = cache.kv_dtype
+    dt = cache.draft_kv_dtype if layer.draft and cache.draft_kv_dtype is not None else cache.kv_dtype
     if layer.kind == "mamba":
         tensors = []
         for t in layer.state:
@@ -162,12 +166,18 @@ def group_specs(specs: Iterable[CacheSpec]) -> tuple[tuple[CacheSpec, int], ...]
     return tuple(counts.items())
 
 
+def spec_key(layer: LayerArch, cache: CacheSettings) -> tuple:
+    """What decides a layer's spec besides its index."""
+    own = layer.draft and cache.draft_kv_dtype is not None
+    return (layer.kind, layer.num_kv_heads, layer.head_size, layer.head_size_v, layer.window, layer.state, own)
+
+
 def _specs_of(layers: Iterable[LayerArch], tp: int, cache: CacheSettings) -> tuple[tuple[LayerArch, CacheSpec], ...]:
     """(layer, spec) pairs; layers that differ only in their index share one spec object."""
     shared: dict[tuple, CacheSpec] = {}
     out = []
     for layer in layers:
-        key = (layer.kind, layer.num_kv_heads, layer.head_size, layer.head_size_v, layer.window, layer.state)
+        key = spec_key(layer, cache)
         spec = shared.get(key)
         if spec is None:
             spec = shared[key] = layer_spec(layer, tp, cache)

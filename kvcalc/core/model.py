@@ -29,6 +29,7 @@ class LayerArch:
     head_size_v: int = 0
     window: int = 0  # sliding window, chunk size, or encoder positions (cross)
     state: tuple[StateArch, ...] = ()
+    draft: bool = False  # a speculative drafter's layer (its KV dtype may be its own: CacheSettings.draft_kv_dtype)
 
 
 ATTENTION_KINDS = frozenset({"full", "sliding", "chunked", "mla", "cross"})
@@ -64,6 +65,7 @@ class ModelSpec:
     drafter_method: str = ""
     draft_layers: int = 0
     drafter_model: str = ""  # the draft checkpoint of a draft-model method (eagle, eagle3, dflash, draft_model)
+    draft_kv_dtype: str = ""  # the drafter's own kv_cache_dtype (0.26+), "" when it takes the target's
 
     @property
     def attention(self) -> str:

@@ -61,6 +61,15 @@ MTP_FIELDS: dict[str, tuple[tuple[str, ...], int, Release]] = {
 MTP_KV_SHARED = frozenset({"gemma4", "gemma4_text"})
 MTP_KV_SHARED_FIRST: Release = (0, 21)
 
+# a drafter's own kv_cache_dtype: a speculative config key from 0.26.0 (extra keys are refused before: vllm==0.25.0:
+# config/utils.py:69 extra="forbid"); the proposers build the drafter's layers with a cache config carrying it
+# (vllm==0.26.0: v1/spec_decode/llm_base_proposer.py:1303-1310, v1/worker/gpu/spec_decode/eagle/utils.py:42-48;
+# 0.31.0: config/speculative.py:377-383, 1784-1794; 0.33.0: :396-403), except 0.31's model runner V2 draft-model
+# speculator, which keeps the target's (vllm==0.31.0: v1/worker/gpu/spec_decode/draft_model/speculator.py:102-110;
+# 0.32.0's standalone_ar/speculator.py:105-116 takes it again)
+DRAFT_KV_DTYPE_FIRST: Release = (0, 26)
+DRAFT_KV_DTYPE_IGNORED = frozenset({(0, 31)})  # draft_model, where V2 runs it
+
 # the state mixers whose conv state holds K more positions, from which release (GDN: vllm==0.11.0:
 # layers/mamba/mamba_utils.py:179; Mamba-2 layer and config sizing agree from 0.33.0)
 CONV_GROWS: dict[str, Release] = {"gdn": (0, 11), "mamba2": (0, 33)}
@@ -102,6 +111,7 @@ class Drafter:
     conv_grows: bool = False  # recurrent layers' conv states keep K more positions
     notes: tuple[str, ...] = ()
     model: str = ""  # the draft checkpoint (draft-model methods)
+    kv_dtype: str = ""  # the drafter's own kv_cache_dtype (0.26+); "": the target's
 
 
 def mtp_count(model: ModelSpec) -> int | None:
@@ -136,11 +146,12 @@ def with_drafter(model: ModelSpec, drafter: Drafter) -> ModelSpec:
             for x in layers
         ]
     base = max((x.layer for x in model.layers), default=-1) + 1
-    layers.extend(replace(x, layer=base + i) for i, x in enumerate(drafter.layers))
+    layers.extend(replace(x, layer=base + i, draft=True) for i, x in enumerate(drafter.layers))
     notes = tuple(n for n in model.notes if not n.endswith(MTP_CONFIG_NOTE)) if drafter.method == "mtp" else model.notes
     return replace(
         model, layers=tuple(layers), notes=(*notes, *drafter.notes), speculative_tokens=drafter.num_tokens,
         drafter_method=drafter.method, draft_layers=len(drafter.layers), drafter_model=drafter.model,
+        draft_kv_dtype=drafter.kv_dtype if drafter.layers else "",
     )
 
 

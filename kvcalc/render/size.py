@@ -23,12 +23,12 @@ def layer_groups(fp: Footprint) -> list[dict[str, Any]]:
 
 @lru_cache(maxsize=256)
 def _layer_groups(model: ModelSpec, cache: CacheSettings) -> tuple[dict[str, Any], ...]:
-    from kvcalc.core.footprint import layer_spec
+    from kvcalc.core.footprint import layer_spec, spec_key
 
     counts: Counter = Counter()
     first: dict = {}
     for layer in model.layers:
-        key = (layer.kind, layer.num_kv_heads, layer.head_size, layer.head_size_v, layer.window, layer.state)
+        key = spec_key(layer, cache)
         counts[key] += 1
         first.setdefault(key, layer)
     out = []
@@ -45,6 +45,7 @@ def _layer_groups(model: ModelSpec, cache: CacheSettings) -> tuple[dict[str, Any
                 "window": layer.window or None,
                 "bytes_per_token_per_layer": spec.bytes_per_token,
                 "state_bytes_per_request_per_layer": spec.state_bytes,
+                **({"drafter_kv_dtype": cache.draft_kv_dtype.name} if key[-1] and cache.draft_kv_dtype else {}),
             }
         )
     return tuple(out)
@@ -177,14 +178,14 @@ def formula(fp: Footprint, units: str = "iec") -> str:
     m = fp.model
     kinds = set(m.kinds)
     e = fp.cache.kv_dtype.bytes
-    one_shape = len({(x.num_kv_heads, x.head_size) for x in m.layers}) == 1
+    one_shape = len({(x.num_kv_heads, x.head_size) for x in m.layers}) == 1 and fp.cache.draft_kv_dtype is None
     if kinds <= {"full", "sliding", "chunked"} and one_shape and not fp.cache.kv_dtype.scale_bytes_per_head:
         n = sum(1 for x in m.layers if x.kind in kinds)
         return (
             f"2 x {n} layers x {m.num_kv_heads} KV heads x {m.head_dim} head_dim x {e} B "
             f"= {fp.bytes_per_token} B = {format_bytes(fp.bytes_per_token, units)} per token"
         )
-    if kinds == {"mla"}:
+    if kinds == {"mla"} and fp.cache.draft_kv_dtype is None:
         per = fp.cache.kv_dtype.mla_token_bytes or m.head_dim * e
         how = f"{per} B (packed {fp.cache.kv_dtype.name})" if fp.cache.kv_dtype.mla_token_bytes else f"{m.head_dim} x {e} B"
         return (
@@ -203,6 +204,12 @@ def _drafter(m: ModelSpec) -> str:
     return f" + {plural(m.draft_layers, what + ' layer')} (speculative decoding, {m.drafter_method})"
 
 
+def _kv_dtypes(cache: CacheSettings) -> str:
+    own = cache.draft_kv_dtype
+    tail = f"; drafter's layers: {own.name} ({own.bytes} B per element)" if own is not None else ""
+    return f"{cache.kv_dtype.name} ({cache.kv_dtype.bytes} B per element){tail}"
+
+
 def size_document(r: SizeResult, units: str = "iec") -> Document:
     fp = r.footprint
     m = fp.model
@@ -218,7 +225,7 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
         doc.facts.append(("checkpoint", f"{ck['parameters']} parameters, {format_bytes(ck['bytes'], units)} of weights "
                                         f"({ck['source']})"))
     doc.facts += [
-        ("kv cache dtype", f"{fp.cache.kv_dtype.name} ({fp.cache.kv_dtype.bytes} B per element)"),
+        ("kv cache dtype", _kv_dtypes(fp.cache)),
         ("plan", f"TP {p.tp} x PP {p.pp} x DP {p.dp} = {plural(p.world_size, 'GPU')}; block size {fp.cache.block_size} tokens"),
         ("per token", formula(fp, units) + " (whole model, one replica, no TP replication)"),
     ]
@@ -232,7 +239,7 @@ def size_document(r: SizeResult, units: str = "iec") -> Document:
                 "Layer groups (whole model, TP 1)",
                 ["kind", "layers", "KV heads", "head size", "window", "per token per layer", "state per request per layer"],
                 [
-                    [g["kind"], g["layers"], g["kv_heads"], g["head_size"], g["window"] or "-",
+                    [g["kind"] + (f" (drafter, {g['drafter_kv_dtype']})" if "drafter_kv_dtype" in g else ""), g["layers"], g["kv_heads"], g["head_size"], g["window"] or "-",
                      format_bytes(g["bytes_per_token_per_layer"], units), format_bytes(g["state_bytes_per_request_per_layer"], units)]
                     for g in groups
                 ],
