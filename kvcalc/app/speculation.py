@@ -92,8 +92,8 @@ def parse(text: Any) -> Request:
     if k is None and method != sp.MTP:
         raise _bad("needs 'num_speculative_tokens' (a positive integer)")
     kv = cfg.get("kv_cache_dtype")
-    if kv is not None and not (isinstance(kv, str) and kv.strip()):
-        raise _bad(f"'kv_cache_dtype' must be a KV cache dtype name like 'auto' or 'fp8', got {kv!r}")
+    if kv is not None and not (isinstance(kv, str) and 0 < len(kv.strip()) <= 40):
+        raise _bad(f"'kv_cache_dtype' must be a KV cache dtype name like 'auto' or 'fp8', got {str(kv)[:40]!r}")
     return Request(method, k, model.strip() if isinstance(model, str) else None, tp, kv.strip().lower() if kv else None)
 
 

@@ -7,6 +7,7 @@ Commands live one per module and are registered lazily: ``kvcalc size ...`` impo
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from typing import Any
@@ -112,9 +113,19 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+LONG_QUOTE = 60  # a quoted value past this many characters is shown by its start and length
+
+
+def _shorten(m: re.Match) -> str:
+    q, text = m.group(1), m.group(2)
+    return f"{q}{text[:40]}...{q} ({len(text):,} characters)"
+
+
 def _err(message: str) -> None:
     from kvcalc.render import clean  # no control character reaches a terminal or a CI log
 
+    # an echoed value the user gave (a pasted file, a runaway variable) stays short: the line names the flag
+    message = re.sub(rf"(?<!\w)(['\"])([^'\"\n]{{{LONG_QUOTE + 1},}})\1(?!\w)", _shorten, message)
     try:
         sys.stderr.write(f"kvcalc: error: {clean(message)}\n")
         sys.stderr.flush()
