@@ -108,12 +108,12 @@ HUGE = "9" * 300
 @pytest.mark.parametrize("flag", ["MODEL", "--gpu", "--vllm-version", "--dtype", "--kv-dtype", "--attention-backend",
                                   "--quantization", "--tp", "--format", "--units"])
 def test_a_runaway_value_is_echoed_by_its_start_and_length(run, flag):
-    # a pasted file or a runaway shell variable: the one line names the flag and shows 40 characters of the value
+    # a pasted file or a runaway shell variable: the one line names the flag and shows 60 characters of the value
     value = "x" * 5000
     args = [value] if flag == "MODEL" else ["qwen3-0.6b", flag, value]
     code, _, err = run("size", *args)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert f"'{'x' * 40}...' (5,000 characters)" in err and len(err) < 800
+    assert f"'{'x' * 60}...' (5,000 characters)" in err and len(err) < 800
     assert flag in err
 
 

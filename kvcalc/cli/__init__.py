@@ -113,12 +113,12 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-LONG_QUOTE = 60  # a quoted value past this many characters is shown by its start and length
+LONG_QUOTE = 200  # a quoted value past this many characters (longer than a path) is shown by its start and length
 
 
 def _shorten(m: re.Match) -> str:
     q, text = m.group(1), m.group(2)
-    return f"{q}{text[:40]}...{q} ({len(text):,} characters)"
+    return f"{q}{text[:60]}...{q} ({len(text):,} characters)"
 
 
 def _err(message: str) -> None:
