@@ -240,7 +240,10 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # dry run (docs/vllm-releases.md 12) bring all three inside: 190 of 222.
 # 41st held-out set (HELDOUT41.md, predicted at 0f4c845): 4 runs, 4 within (Qwen2.5-1.5B on an RTX 4090 x 3, Qwen3-1.7B
 # on an H100): 194 of 226.
-BOUND_HITS = 194
+# 44th held-out set (HELDOUT44.md, predicted at 3745bf8): 4 runs, 3 within (Qwen3-4B-Thinking-2507 notebook starts: three
+# on Colab A100-40GBs, one on an A30 with bitsandbytes); the miss (+1.13) is FlashInfer's CUDA-graph estimate on
+# 0.20, logged 1.48 GiB against kvcalc's 0.62: 197 of 230.
+BOUND_HITS = 197
 BOUND_MAX_GIB = 5.4
 BOUND_WEIGHTS_GIB = 0.25  # MiniMax-M2.7 TP 4 (-0.22); gpt-oss-20b TP 2 was -0.58 before the Triton MXFP4 layout (-0.16)
 
