@@ -854,3 +854,23 @@ def test_gpt_oss_raises_the_largest_cuda_graph_to_1024() -> None:
     assert len(sizes) == 83 and max(sizes) == 1024 and len([x for x in sizes if x <= 16]) == 5
     assert max(capture_sizes(16, 2048)) == 32  # any other model: 2 x max_num_seqs
     assert max(capture_sizes(256, 512, 1024)) == 512  # never above max_num_batched_tokens
+
+
+def test_expandable_segments_leave_no_slack_in_the_weights(run_json) -> None:
+    # Qwen3-4B-Thinking-2507 (tests/data/vllm-budget/configs), counted by hand: a tied 151,936 x 2560 embedding and 36
+    # layers of qkv 2560 x (32 + 2 x 8) x 128, o 4096 x 2560, gate/up/down 3 x 2560 x 9728 and norms (2 x 2560 + 2 x
+    # 128), the final norm; 2 B each, and the RoPE table 262,144 x 128 x 2 B
+    layer = 2560 * 48 * 128 + 4096 * 2560 + 3 * 2560 * 9728 + 2 * 2560 + 2 * 128
+    hand = 2 * (151936 * 2560 + 36 * layer + 2560) + 262144 * 128 * 2
+    config = "tests/data/vllm-budget/configs/qwen3-4b-thinking-2507.json"
+    base = ("size", config, "--gpu", "A100-40GB", "--vllm-version", "0.20.1")
+    # a notebook start with PYTORCH_ALLOC_CONF=expandable_segments:True, fp16 (set44-trevis-qwen3-4b-a100.log,
+    # Trevis8688/151B_SP26_Competition @5e2b062): "Model loading took 7.56 GiB"; every block is split, so the
+    # figure is the tensors' sum, each rounded up to 512 B (kvcalc sums the parameters, and leaves Qwen3's q/k norms and
+    # the final norm out: 23 KB); both within the log's last printed digit
+    flat = run_json(*base, "--dtype", "float16", "--expandable-segments")["pool"]["weights_bytes_per_rank"]
+    assert 0 <= hand - flat < 64 << 10 and abs(flat / 2**30 - 7.56) < 0.01 and abs(hand / 2**30 - 7.56) < 0.01
+    # without it (set44-kz-full-qwen3-4b-bf16-a100.log, the same model in bf16: 7.61 GiB) the large pool's blocks keep
+    # their unsplit remainders, as core.allocator counts them
+    slack = run_json(*base, "--dtype", "bfloat16")["pool"]["weights_bytes_per_rank"]
+    assert slack - flat > 32 << 20 and f"{slack / 2**30:.2f}" == "7.61"

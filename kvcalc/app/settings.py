@@ -283,6 +283,10 @@ class Settings:
         kind=TEXT,
         panel=BUDGET,
     )
+    expandable_segments: bool = setting(
+        False, "--expandable-segments", help="PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF)=expandable_segments:True for vLLM: "
+        "PyTorch's allocator splits every block, so the weights figure carries no segment slack", kind=BOOL, panel=BUDGET,
+    )
     usage_context: str | None = setting(
         None,
         "--usage-context",

@@ -47,10 +47,11 @@ def _target_weights(
         dtype = next(name for name, size in MODEL_DTYPES.items() if size == dtype_bytes)
     ep = plan.tp * plan.dp if s.enable_expert_parallel and vllm_extras else None
     kw: dict[str, Any] = dict(mxfp4_kernel=mxfp4, dtype=dtype, vllm_extras=vllm_extras, fp8_marlin=fp8_marlin,
-                              towers_off=vllm_extras and towers_off(s, model))
+                              towers_off=vllm_extras and towers_off(s, model), expandable=bool(s.expandable_segments))
     est = estimate_weights(model, plan, quant, expert_ranks=ep, **kw)
     one = lambda m, tp: estimate_weights(m, ParallelPlan(tp=tp), quant, expert_ranks=ep, **kw).bytes_per_stage[0]  # noqa: E731
     ep_how = f"; experts whole across {ep} ranks (expert parallelism)" if ep else ""
+    ep_how += "; expandable segments: no allocator slack" if s.expandable_segments and vllm_extras else ""
     weights_flag = optional_size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
         return est.bytes_per_stage, f"{est.method}{ep_how}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)", one

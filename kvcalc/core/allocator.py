@@ -13,9 +13,12 @@ c10/cuda/CUDACachingAllocator.cpp, the constants at its top, ``round_size``,
 - a larger request takes the smallest free cached block that fits, or a new segment: 20 MiB
   (kLargeBuffer) below 10 MiB (kMinLargeAlloc), else the request rounded up to 2 MiB (kRoundLarge);
 - the block is split only when more than 1 MiB would remain (large pool, with the default
-  max_split_size and without expandable segments: vLLM sets neither, and refuses
-  ``expandable_segments:True`` beside its own cumem allocator, vllm==0.25.0 config/vllm.py:834-863);
-  otherwise the whole block is handed out and counted.
+  max_split_size and without expandable segments: vLLM sets neither); otherwise the whole block is
+  handed out and counted. With ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` in its environment
+  (a user's choice; vLLM refuses it only beside a KV connector without the cumem allocator,
+  vllm==0.25.0 config/vllm.py:834-866) every block is split down to the 512 B rounding, so nothing is
+  added (``should_split``: remaining >= kMinBlockSize for the small pool or with expandable segments;
+  ``--expandable-segments``: kvcalc.core.weights leaves the slack out).
 
 So a weight of 31.5 MiB is counted as 32 MiB, one of 24.5 MiB as 24.5 MiB (1.5 MiB stays free),
 one of exactly 48 MiB as 48 MiB. Pure: stdlib only, bytes as integers.

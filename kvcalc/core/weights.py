@@ -281,6 +281,7 @@ def estimate_weights(
     expert_ranks: int | None = None,
     fp8_marlin: bool = False,
     towers_off: bool = False,
+    expandable: bool = False,
 ) -> WeightEstimate:
     """Parameters of the whole model and bytes per GPU of each PP stage (computed once per
     model, TP size, PP split and quantization). ``expert_ranks``: the ranks MoE experts are
@@ -290,11 +291,12 @@ def estimate_weights(
     ``dtype``: ``--dtype`` when it overrides the checkpoint's. ``vllm_extras``: add what vLLM's model
     code allocates while loading beside the decoder (its RoPE table, Llama 4's vision tower:
     ``_stage_extras``); False for SGLang, whose tables kvcalc.core.sglang.rope_cache_bytes counts.
-    ``towers_off``: vLLM builds no vision tower (core.towers.tower_skipped)."""
+    ``towers_off``: vLLM builds no vision tower (core.towers.tower_skipped). ``expandable``: PyTorch's allocator runs
+    with expandable segments, which split every block (core.allocator): no segment slack."""
     # ``arch`` is left out of a model's ==/hash: its identity is part of the key (the
     # cached model keeps it alive, so the id cannot be reused while the entry exists)
     return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, mxfp4_kernel, dtype, vllm_extras, expert_ranks, fp8_marlin,
-                     towers_off)
+                     towers_off, expandable)
 
 
 @lru_cache(maxsize=256)
@@ -325,7 +327,7 @@ def _estimate(
     vllm_extras: bool = True,
     expert_ranks: int | None = None,
     fp8_marlin: bool = False,
-    towers_off: bool = False,
+    towers_off: bool = False, expandable: bool = False,
 ) -> WeightEstimate:
     a = model.arch
     h = _get(a, "hidden_size", "d_model", "n_embd")
@@ -373,7 +375,7 @@ def _estimate(
     total += vision_params
     # what PyTorch's allocator counts beyond the tensors' sizes (core/weight_tensors.py): unquantized decoders
     # (Gemma 4: its tensor list, weight_tensors, is not modelled)
-    plain = vllm_extras and not model.encoder_decoder and linear_b == expert_b == dt and not mxfp4 and model.model_type not in GEMMA4_TEXT_TYPES
+    plain = vllm_extras and not expandable and not model.encoder_decoder and linear_b == expert_b == dt and not mxfp4 and model.model_type not in GEMMA4_TEXT_TYPES
     dims = (h, vocab, _get(a, *EXPERT_KEYS), _gated(model, a), rope_table_bytes(model, a, dt)[0])
     for s, (start, end) in enumerate(ranges):
         b = sum(per_layer_bytes[start:end]) + table
