@@ -50,11 +50,11 @@ def _target_weights(
                               towers_off=vllm_extras and towers_off(s, model), expandable=bool(s.expandable_segments))
     est = estimate_weights(model, plan, quant, expert_ranks=ep, **kw)
     one = lambda m, tp: estimate_weights(m, ParallelPlan(tp=tp), quant, expert_ranks=ep, **kw).bytes_per_stage[0]  # noqa: E731
-    ep_how = f"; experts whole across {ep} ranks (expert parallelism)" if ep else ""
-    ep_how += "; expandable segments: no allocator slack" if s.expandable_segments and vllm_extras else ""
+    how_tail = f"; experts whole across {ep} ranks (expert parallelism)" if ep else ""
+    how_tail += "; expandable segments: no allocator slack" if s.expandable_segments and vllm_extras else ""
     weights_flag = optional_size(s.weights_bytes, named("weights_bytes"))
     if weights_flag is None and not (checkpoint and checkpoint.get("bytes")):
-        return est.bytes_per_stage, f"{est.method}{ep_how}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)", one
+        return est.bytes_per_stage, f"{est.method}{how_tail}: {est.parameters:,} parameters (pass --weights-bytes for the exact figure)", one
     if weights_flag is not None:
         whole, src = weights_flag, "--weights-bytes"
     else:
@@ -70,7 +70,7 @@ def _target_weights(
     sliced = estimate_weights(model, plan, quant, **kw) if ep else est
     est_total = sum(sliced.bytes_per_stage) * plan.tp or 1
     weights = tuple(round(whole * b / est_total) for b in est.bytes_per_stage)
-    src += ep_how
+    src += how_tail
     if plan.world_size // plan.dp > 1:
         src += ", split across ranks in the estimate's proportions"
     return weights, src, one
