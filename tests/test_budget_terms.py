@@ -12,7 +12,7 @@ import pytest
 from kvcalc.app.budget_check import predict
 from kvcalc.app.settings import Settings
 from kvcalc.core.budget_device import capture_sizes
-from kvcalc.core.budget_rules import default_max_num_seqs, sampler_bytes_per_element
+from kvcalc.core.budget_rules import Shapes, default_max_num_seqs, dequant_bytes, sampler_bytes_per_element
 from kvcalc.core.gpus import find_gpu
 from kvcalc.core.quant import mxfp4_kernel, mxfp4_marlin
 from kvcalc.core.vllm_rules import rules_for
@@ -874,3 +874,18 @@ def test_expandable_segments_leave_no_slack_in_the_weights(run_json) -> None:
     # their unsplit remainders, as core.allocator counts them
     slack = run_json(*base, "--dtype", "bfloat16")["pool"]["weights_bytes_per_rank"]
     assert slack - flat > 32 << 20 and f"{slack / 2**30:.2f}" == "7.61"
+
+
+def test_bitsandbytes_dequantizes_one_shard_at_a_time() -> None:
+    # vLLM calls matmul_4bit per shard of a merged layer, and bitsandbytes dequantizes the shard whole in the model dtype
+    # for a many-row input: for Qwen3-4B's shapes the widest shard is gate, up or down, 9728 x 2560 x 2 B (q and o are
+    # 4096 x 2560); at TP 2 half of it. A profile batch bitsandbytes 0.50 multiplies with its fused kernel (<= 1536
+    # rows) leaves it out; plain AWQ dequantizes the packed gate_up, 2 x 9728 x 2560 x 2 B, from 256 tokens.
+    qwen3_4b = dict(hidden=2560, intermediate=9728, moe_intermediate=0, experts=0, top_k=0, q_width=4096, kv_width=1024,
+                    vocab=151936, dtype_bytes=2)
+    bnb = Shapes(**qwen3_4b, bnb_dequant=True)
+    assert dequant_bytes(bnb, 1, 8192)[0] == 9728 * 2560 * 2 == 49_807_360
+    assert dequant_bytes(bnb, 2, 8192)[0] == 9728 // 2 * 2560 * 2
+    assert dequant_bytes(bnb, 1, 1536)[0] == 0
+    assert dequant_bytes(Shapes(**qwen3_4b, awq_dequant=True), 1, 256)[0] == 2 * 9728 * 2560 * 2
+    assert dequant_bytes(Shapes(**qwen3_4b), 1, 8192)[0] == 0

@@ -47,7 +47,7 @@ from kvcalc.core.mixers import EXPERT_KEYS
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.pool import BudgetTerm, PoolInputs
-from kvcalc.core.quant import forced_awq, mxfp4_kernel, workspace_kernel
+from kvcalc.core.quant import bnb_4bit, forced_awq, mxfp4_kernel, workspace_kernel
 from kvcalc.core.units import figure, format_bytes, parse_size
 from kvcalc.core.vllm_rules import SAMPLER_V2_DUMMY, SAMPLER_V2_WARMUP, RuleLine, parse_release, rules_for
 from kvcalc.core.weights import arch_int
@@ -115,7 +115,7 @@ def _shapes(model: ModelSpec, dtype_bytes: int, s: Settings, sm: int) -> Shapes:
         vocab=arch_int(a, "vocab_size"),
         dtype_bytes=dtype_bytes,
         experts_sliced=not s.enable_expert_parallel, mlp_act_bytes=1 if fp8_act else 0,
-        awq_dequant=forced_awq(a, quant),
+        awq_dequant=forced_awq(a, quant), bnb_dequant=bnb_4bit(a, quant),
     )
 
 

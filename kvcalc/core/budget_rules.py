@@ -112,6 +112,11 @@ class Shapes:
     # tokens and more, then multiplies (vllm==0.17.0: quantization/awq.py:269-273): the widest layer's weight on a
     # rank sits beside the forward's activations
     awq_dequant: bool = False
+    # bitsandbytes 4-bit: each linear shard (q, k, v, gate, up, down apart: vLLM calls matmul_4bit per shard,
+    # vllm==0.19.0: quantization/bitsandbytes.py:390-410) is dequantized whole in the model dtype for a multi-row input
+    # and freed after its matmul (bitsandbytes 0.48.1: autograd/_functions.py:373, backends/cuda/ops.py:351-362; 0.50.2
+    # above 1536 rows: backends/cuda/ops.py:904-926): the widest shard on a rank sits beside the activations
+    bnb_dequant: bool = False
 
 
 def default_max_num_seqs(line: RuleLine, total: int | None, gpu_name: str | None, usage: str | None = None) -> tuple[int, str]:
@@ -336,12 +341,19 @@ def v2_sampler_state(s: Shapes, max_num_seqs: int) -> tuple[int, str]:
 AWQ_DEQUANT_TOKENS = 256  # awq.py FP16_MATMUL_HEURISTIC_CONDITION
 
 
-def awq_dequant_bytes(s: Shapes, tp: int) -> int:
-    """The widest dense linear weight on one rank, dequantized (Shapes.awq_dequant): qkv or gate_up (MoE: other kernels)."""
-    if not s.awq_dequant:
-        return 0
-    mlp = 0 if s.experts else 2 * s.intermediate // tp * s.hidden
-    return max(s.hidden * (s.q_width + 2 * s.kv_width) // tp, mlp) * s.dtype_bytes
+BNB_DEQUANT_TOKENS = 1537  # bitsandbytes 0.50's fused 4-bit GEMM takes up to 1536 rows (0.48-0.49: any row count > 1)
+
+
+def dequant_bytes(s: Shapes, tp: int, mnbt: int) -> tuple[int, str]:
+    """The dense linear weight a quantized kernel dequantizes whole in the profile forward, on one rank: plain AWQ's
+    widest packed layer (qkv or gate_up) from 256 tokens (Shapes.awq_dequant), bitsandbytes 4-bit's widest single
+    shard (Shapes.bnb_dequant). MoE experts take other kernels."""
+    mlp = 0 if s.experts else s.intermediate // tp * s.hidden
+    if s.awq_dequant and mnbt >= AWQ_DEQUANT_TOKENS:
+        return max(s.hidden * (s.q_width + 2 * s.kv_width) // tp, 2 * mlp) * s.dtype_bytes, "the widest AWQ weight"
+    if s.bnb_dequant and mnbt >= BNB_DEQUANT_TOKENS:
+        return max(s.hidden * s.q_width // tp, mlp) * s.dtype_bytes, "the widest bitsandbytes shard"
+    return 0, ""
 
 
 def profile_peak(
@@ -356,10 +368,10 @@ def profile_peak(
     V2's Gumbel tables (v2_gumbel_tables), live beside the logits. ``resident``: allocated in the
     profile run before the forward and live to its end (pp_intermediate_buffers), on both sides."""
     per_token, which = forward_per_token(s, tp)
-    dequant = awq_dequant_bytes(s, tp) if mnbt >= AWQ_DEQUANT_TOKENS else 0
+    dequant, what = dequant_bytes(s, tp, mnbt)
     forward = mnbt * per_token + resident + dequant
     if dequant:
-        which += f"; + the widest AWQ weight dequantized, {figure(dequant)}"
+        which += f"; + {what} dequantized, {figure(dequant)}"
     retained = mnbt * s.hidden * s.dtype_bytes
     sampler = sampler_peak(rows, s.vocab, bpe)
     pp_how = f" + PP receive buffers {figure(resident)}" if resident else ""

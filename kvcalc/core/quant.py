@@ -37,6 +37,15 @@ def forced_awq(arch: dict, cli_method: str | None) -> bool:
     return cli_method == "awq" and isinstance(raw, dict) and str(raw.get("quant_method") or "").lower() == "awq"
 
 
+def bnb_4bit(arch: dict, cli_method: str | None) -> bool:
+    """bitsandbytes 4-bit weights: --quantization bitsandbytes on an unquantized checkpoint (vLLM quantizes in flight to
+    NF4) or a checkpoint quantized with bitsandbytes, unless it says load_in_8bit."""
+    raw = arch.get("quantization_config")
+    q: dict = raw if isinstance(raw, dict) else {}
+    method = str(q.get("quant_method") or cli_method or "").lower()
+    return method == "bitsandbytes" and not q.get("load_in_8bit")
+
+
 def _group_size(v: object) -> int:
     """A config's FP4 group size, 16 (NVFP4's) where it names none or an unusable one."""
     return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 4096 else 16
