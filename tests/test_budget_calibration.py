@@ -251,6 +251,9 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # 45th held-out set (HELDOUT45.md, predicted at 94f0fb4): 10 runs, 4 within (the same model from one course's notebooks
 # and logs); two runs whose logs show memory no term explains keep their own bound ('anomaly' in CALIBRATION.json):
 # 201 of 240.
+# FlashInfer's workspace in the first FULL sample of model runner V1's CUDA-graph profiling, and no decode-wrapper
+# workspace extrapolated to the other FULL graphs (core.budget_device): six runs 0.07-0.39 GiB closer (sets 16, 28,
+# 38, 40, 44, 45), the A10G start on 0.22.0 with FlashInfer forced from -0.11 to +0.17: 201 of 240.
 BOUND_HITS = 201
 BOUND_MAX_GIB = 5.4
 BOUND_WEIGHTS_GIB = 0.25  # MiniMax-M2.7 TP 4 (-0.22); gpt-oss-20b TP 2 was -0.58 before the Triton MXFP4 layout (-0.16)

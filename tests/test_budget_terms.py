@@ -11,7 +11,7 @@ import pytest
 
 from kvcalc.app.budget_check import predict
 from kvcalc.app.settings import Settings
-from kvcalc.core.budget_device import capture_sizes
+from kvcalc.core.budget_device import PER_GRAPH, capture_sizes, cudagraph_estimate, flashinfer_workspace
 from kvcalc.core.budget_rules import Shapes, default_max_num_seqs, dequant_bytes, sampler_bytes_per_element
 from kvcalc.core.gpus import find_gpu
 from kvcalc.core.quant import mxfp4_kernel, mxfp4_marlin
@@ -583,9 +583,10 @@ def test_fa3_split_accumulators_in_the_full_graph_estimate_on_hopper() -> None:
     a100 = _budget(gpu="A100-40GB", vllm_version="0.20.1", max_model_len=16384)
     assert a100["cudagraphs"] == 2 * 512 * (3 * 14336 + 2 * 4096) * 2 + 86 * 3_565_158
     # a backend other than FlashAttention asked for: no accumulators
-    # (FlashInfer instead: one more 8 MiB decode-wrapper workspace for each of the 50 FULL graphs after the first)
+    # (FlashInfer instead: its 394 MiB workspace and the 20 MiB segment of the first wrapper's int workspace are the
+    # first FULL sample, larger than the activations' 104 MiB)
     fi = _budget(gpu="H100-80GB", vllm_version="0.20.1", max_model_len=16384, attention_backend="FLASHINFER")
-    assert fi["cudagraphs"] == 2 * 512 * (3 * 14336 + 2 * 4096) * 2 + 102 * 3_565_158 + 50 * 8 * 2**20
+    assert fi["cudagraphs"] == (394 + 20) * 2**20 + 102 * 3_565_158
 
 
 def test_chunked_local_attention_keeps_piecewise_graphs_only() -> None:
@@ -706,13 +707,15 @@ def test_modelopt_nvfp4_activation_is_not_fp8() -> None:
     assert not fp8_mlp_activation(nvfp4, None, 100, True)
 
 
-def test_flashinfer_full_graphs_carry_one_decode_workspace_each() -> None:
-    """FlashInfer's FULL graphs: vLLM keeps one BatchDecodeWithPagedKVCacheWrapper per decode batch size, each with
-    its own 8 MiB device int workspace (flashinfer-python 0.6.6 decode.py:739-741), so vLLM's estimate grows by
-    8 MiB for every FULL graph after the first. Two real vLLM 0.19.0 starts of the same model and settings on an
-    A100-40GB print 0.53 GiB with FlashAttention 2 (tests/data/vllm-budget/hpml-llama-3.1-8b-instruct-a100-40gb-8k-0.19.0.log)
-    and 0.81 GiB with FlashInfer, which vLLM picks for the FP8 KV cache
-    (hpml-llama-3.1-8b-w8a8-fp8kv-a100-40gb-8k-0.19.0.log): both log FULL=35, so 34 x 8 MiB = 0.27 GiB of the 0.28."""
+def test_flashinfer_full_graphs_carry_its_workspace_in_the_first_sample() -> None:
+    """FlashInfer's FULL graphs under model runner V1: the profiling's fresh metadata builder first allocates the
+    394 MiB float workspace, and the first decode wrapper's 8 MiB int workspace (a 20 MiB segment), inside the first
+    FULL sample; the second wrapper's fits in that segment, so nothing more is extrapolated. Two real vLLM 0.19.0 starts
+    of the same model and settings on an A100-40GB print 0.53 GiB with FlashAttention 2
+    (tests/data/vllm-budget/hpml-llama-3.1-8b-instruct-a100-40gb-8k-0.19.0.log) and 0.81 GiB with FlashInfer, which
+    vLLM picks for the FP8 KV cache (hpml-llama-3.1-8b-w8a8-fp8kv-a100-40gb-8k-0.19.0.log), both FULL=35: the first
+    sample grows from the activations' 2 x 512 x (3 x 14336 + 2 x 4096) x 2 B = 104 MiB to 394 + 20 MiB, 0.30 GiB of
+    the 0.28 between them."""
     logs = DATA / "vllm-budget"
     for name, estimate in (("hpml-llama-3.1-8b-instruct-a100-40gb-8k-0.19.0.log", "0.53"),
                            ("hpml-llama-3.1-8b-w8a8-fp8kv-a100-40gb-8k-0.19.0.log", "0.81")):
@@ -720,8 +723,8 @@ def test_flashinfer_full_graphs_carry_one_decode_workspace_each() -> None:
         assert "FULL=35 (largest=256)" in text and f"Estimated CUDA graph memory: {estimate} GiB total" in text
     fa2 = _budget(gpu="A100-40GB", vllm_version="0.20.1", max_model_len=8192)
     fi = _budget(gpu="A100-40GB", vllm_version="0.20.1", max_model_len=8192, kv_dtype="fp8")
-    assert fi["cudagraphs"] - fa2["cudagraphs"] == 34 * 8 * 2**20
-    assert abs((fi["cudagraphs"] - fa2["cudagraphs"]) / GIB - (0.81 - 0.53)) < 0.02
+    assert fi["cudagraphs"] - fa2["cudagraphs"] == (394 + 20) * 2**20 - 2 * 512 * (3 * 14336 + 2 * 4096) * 2
+    assert abs((fi["cudagraphs"] - fa2["cudagraphs"]) / GIB - (0.81 - 0.53)) < 0.03
     # no wrappers where vLLM keeps FlashAttention (FA3 takes an FP8 KV cache on H100)
     h100 = _budget(gpu="H100-80GB", vllm_version="0.20.1", max_model_len=8192)
     assert _budget(gpu="H100-80GB", vllm_version="0.20.1", max_model_len=8192, kv_dtype="fp8")["cudagraphs"] == h100["cudagraphs"]
@@ -731,14 +734,16 @@ def test_flashinfer_is_vllms_pick_on_turing_up_to_0_23() -> None:
     """On a T4 (sm75) FlashAttention is out (it needs sm80), so vLLM 0.18-0.23 takes FlashInfer, next in its order;
     from 0.24 FlashInfer's floor is sm80 and Turing gets Triton attention (docs/vllm-releases.md; RuleLine
     .flashinfer_on_turing). A real 0.21.0 start on a T4 prints "Using FLASHINFER attention backend out of potential
-    backends: ['FLASHINFER', 'TRITON_ATTN', 'FLEX_ATTENTION']" and FULL=35 graphs: 34 more decode workspaces of
-    8 MiB than the first (tests/data/vllm-budget/set16-winny1673-t4-qwen25-05b.log)."""
+    backends: ['FLASHINFER', 'TRITON_ATTN', 'FLEX_ATTENTION']" and FULL=35 graphs
+    (tests/data/vllm-budget/set16-winny1673-t4-qwen25-05b.log): FlashInfer's 394 MiB workspace and its first decode
+    wrapper's 20 MiB segment replace the activations' first sample as the estimate's largest: for Llama-3.1-8B at TP 2
+    with the log's settings, 2 x 512 tokens x (3 x 14336 / 2 MLP + 2 x 4096 residual/hidden) x 2 B."""
     text = (DATA / "vllm-budget" / "set16-winny1673-t4-qwen25-05b.log").read_text()
     assert "Using FLASHINFER attention backend out of potential backends: ['FLASHINFER'" in text and "FULL=35" in text
     kw = dict(gpu="T4", tp=2, dtype="float16", max_model_len=2048, max_num_seqs=256, max_num_batched_tokens=8192)
     fi = _budget(vllm_version="0.21.0", **kw)["cudagraphs"]
     forced_off = _budget(vllm_version="0.21.0", attention_backend="TRITON_ATTN", **kw)["cudagraphs"]
-    assert fi - forced_off == 34 * 8 * 2**20
+    assert fi - forced_off == (394 + 20) * 2**20 - 2 * 512 * (3 * 14336 // 2 + 2 * 4096) * 2
     triton = _budget(vllm_version="0.24.0", **kw)["cudagraphs"]
     assert triton == _budget(vllm_version="0.24.0", attention_backend="TRITON_ATTN", **kw)["cudagraphs"]
 
@@ -889,3 +894,25 @@ def test_bitsandbytes_dequantizes_one_shard_at_a_time() -> None:
     assert dequant_bytes(bnb, 1, 1536)[0] == 0
     assert dequant_bytes(Shapes(**qwen3_4b, awq_dequant=True), 1, 256)[0] == 2 * 9728 * 2560 * 2
     assert dequant_bytes(Shapes(**qwen3_4b), 1, 8192)[0] == 0
+
+
+def test_flashinfer_workspace_is_first_allocated_in_the_first_full_sample() -> None:
+    # Model runner V1 profiles CUDA graphs with fresh attention metadata builders, and only FULL captures build
+    # attention metadata: FlashInfer's 394 MiB float workspace (torch.zeros) and its first decode wrapper's 8 MiB int
+    # workspace (a 20 MiB segment: under 10 MiB) land in the first FULL sample; the second wrapper's fits in that
+    # segment. Qwen2.5-0.5B's shapes, 51 PIECEWISE sizes up to 512 and 35 FULL up to 256: 394 + 20 MiB, then 86 x PER_GRAPH.
+    mib = 1 << 20
+    qwen = Shapes(hidden=896, intermediate=4864, moe_intermediate=0, experts=0, top_k=0, q_width=896, kv_width=128,
+                  vocab=151936, dtype_bytes=2)
+    sizes = capture_sizes(256, 8192)
+    assert len(sizes) == 51 and max(sizes) == 512
+    total, why = cudagraph_estimate(qwen, 1, sizes, 256, flashinfer=True, flashinfer_ws=394 * mib)
+    assert total == 394 * mib + 20 * mib + 86 * PER_GRAPH and "workspace" in why
+    # under model runner V2 the workspace is shared and allocated before: the activations' sample stays the first
+    v2, _ = cudagraph_estimate(qwen, 1, sizes, 256, flashinfer=True, flashinfer_ws=0)
+    assert total - v2 > 350 * mib
+    # the workspace's size: 394 MiB, from 0.26 at least batched tokens x query heads x head size x 16 B
+    assert flashinfer_workspace(rules_for("0.25.0")[0], 65536, 32, 128) == 394 * mib
+    assert flashinfer_workspace(rules_for("0.26.0")[0], 65536, 32, 128) == 65536 * 32 * 128 * 16 == 4096 * mib
+    assert flashinfer_workspace(rules_for("0.26.0")[0], 8192, 32, 128) == 8192 * 32 * 128 * 16 == 512 * mib
+    assert flashinfer_workspace(rules_for("0.26.0")[0], 4096, 32, 128) == 394 * mib  # 256 MiB: the default stays

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kvcalc.app.runner import v2_by_default
 from kvcalc.app.settings import Settings
-from kvcalc.core.budget_device import capture_sizes, cudagraph_estimate
+from kvcalc.core.budget_device import capture_sizes, cudagraph_estimate, flashinfer_workspace
 from kvcalc.core.budget_rules import Shapes
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
@@ -81,6 +81,8 @@ def cudagraph_term(
     # back to PIECEWISE graphs only (vllm==0.20.1: model_executor/layers/attention/chunked_local_attention.py:42-49,
     # config/compilation.py:1345-1360)
     full_up_to = 0 if "chunked" in model.kinds else seqs
-    return cudagraph_estimate(
-        shapes, plan.tp, sizes, full_up_to, fa3_full_graphs(s, model, plan, sm), flashinfer_full_graphs(s, model, sm, line)
-    )
+    flashinfer = flashinfer_full_graphs(s, model, sm, line)
+    # model runner V1 (the 0.20-0.28 lines, or a 0.29+ line a drafter sends back to V1) allocates FlashInfer's
+    # workspace inside the first FULL sample; V2 shares one allocated before (core.budget_device.FLASHINFER_WORKSPACE)
+    ws = flashinfer_workspace(line, mnbt, model.num_attention_heads // plan.tp, model.head_dim) if flashinfer and not line.v2_for_all else 0
+    return cudagraph_estimate(shapes, plan.tp, sizes, full_up_to, fa3_full_graphs(s, model, plan, sm), flashinfer, ws)

@@ -9,6 +9,7 @@ behind each rule. Pure: stdlib only, bytes as integers; every function returns `
 
 from __future__ import annotations
 
+from kvcalc.core.allocator import LARGE_BUFFER
 from kvcalc.core.budget_rules import MIB, Shapes, forward_per_token
 from kvcalc.core.units import figure
 from kvcalc.core.vllm_rules import RuleLine
@@ -61,8 +62,26 @@ FA3_GRAPH_SPLITS = 32
 FA3_SPLIT_MAX_BATCH = 992
 # FlashInfer in FULL CUDA graphs: vLLM keeps one BatchDecodeWithPagedKVCacheWrapper per decode batch size (vllm==0.22.0:
 # v1/attention/backends/flashinfer.py:786-816, 0.19.0: :745-780), each with its own 8 MiB device int workspace from
-# torch (flashinfer-python==0.6.6, pinned by vLLM 0.19-0.22: decode.py:739-741): one more in every FULL graph's sample
+# torch (flashinfer-python==0.6.6, pinned by vLLM 0.19-0.22: decode.py:739-741). The first opens a 20 MiB segment
+# (core.allocator: under 10 MiB); the second wrapper's, in the second FULL sample, fits in its free 12 MiB, so the
+# sample vLLM extrapolates to the other FULL graphs (mem_get_info: segments, not blocks) holds none of it
 FLASHINFER_DECODE_INT_WORKSPACE = 8 * MIB
+# FlashInfer's float workspace (VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE, 394 MiB, vllm==0.18.0-0.33.0: envs.py). Under
+# model runner V1 the CUDA-graph profiling builds fresh attention metadata builders for its minimal KV cache
+# (vllm==0.20.0: v1/worker/gpu_model_runner.py:5863-5884); the profile run builds no attention metadata and PIECEWISE
+# captures none (force_attention only for FULL, :6150), so the workspace is first allocated in the first FULL sample's
+# warm-up (v1/attention/backends/flashinfer.py:745-753 torch.zeros, :1187-1196), beside the 20 MiB segment its first
+# decode wrapper's 8 MiB int workspace opens (core.allocator: under 10 MiB). Model runner V2 shares one workspace
+# allocated with the attention backends (vllm==0.22.0: v1/worker/gpu/attn_utils.py:141-142): not in a sample.
+FLASHINFER_WORKSPACE = 394 * MIB
+FLASHINFER_WS_BYTES_PER_ELEM = 16  # vllm==0.26.0: v1/attention/backends/flashinfer.py:85
+
+
+def flashinfer_workspace(line: RuleLine, mnbt: int, q_heads: int, head_dim: int) -> int:
+    """FlashInfer's float workspace: 394 MiB, from 0.26 at least max_num_batched_tokens x query heads on the rank x
+    head size x 16 B (RuleLine.flashinfer_ws_by_batch)."""
+    by_batch = mnbt * q_heads * head_dim * FLASHINFER_WS_BYTES_PER_ELEM if line.flashinfer_ws_by_batch else 0
+    return max(FLASHINFER_WORKSPACE, by_batch)
 
 
 def _communicators(line: RuleLine, tp: int, pp: int, measured: bool) -> tuple[int, str]:
@@ -132,7 +151,7 @@ def fa3_split_accumulators(heads: int, head_dim_v: int, tokens: int) -> int:
 
 def cudagraph_estimate(
     s: Shapes, tp: int, sizes: tuple[int, ...], max_num_seqs: int, fa3: tuple[int, int] | None = None,
-    flashinfer: bool = False,
+    flashinfer: bool = False, flashinfer_ws: int = 0,
 ) -> tuple[int, str]:
     """vLLM's 'Estimated CUDA graph memory' (0.18+, subtracted from 0.20): per mode, the first
     (largest) graph is measured as one warm-up run in the default pool plus its capture in the
@@ -145,7 +164,8 @@ def cudagraph_estimate(
     piecewise graphs for every size, full graphs for decode sizes. ``fa3``: (query heads per rank,
     V head size) where FlashAttention 3 serves the FULL graphs, whose split accumulators are kvcalc's
     FULL first sample; elsewhere the FULL graphs add no first sample of their own. ``flashinfer``: FlashInfer
-    serves the FULL graphs, whose per-graph sample holds one more decode wrapper's int workspace."""
+    serves the FULL graphs: its first sample holds the first decode wrapper's int workspace segment and ``flashinfer_ws``,
+    the float workspace (model runner V1, FLASHINFER_WORKSPACE above; 0 under V2)."""
     if not sizes:
         return 0, "no capture sizes"
     full = [x for x in sizes if x <= max_num_seqs]
@@ -161,12 +181,14 @@ def cudagraph_estimate(
                 f"FULL's FlashAttention 3 split accumulators, warm-up + capture 2 x {FA3_GRAPH_SPLITS} splits x "
                 f"{heads} heads x {max(full)} tokens x ({dv} + 1) x 4 B = {figure(first_f)}"
             )
+    if flashinfer and full and flashinfer_ws + LARGE_BUFFER > max(first_p, first_f):
+        first_f = flashinfer_ws + LARGE_BUFFER
+        why = (f"FULL's first sample: FlashInfer's workspace {figure(flashinfer_ws)}, first allocated there, + the "
+               f"{figure(LARGE_BUFFER)} segment of its first decode wrapper's {figure(FLASHINFER_DECODE_INT_WORKSPACE)} "
+               "int workspace" if flashinfer_ws else
+               f"FULL's first sample: the {figure(LARGE_BUFFER)} segment of FlashInfer's first decode wrapper's int workspace")
     total = max(first_p, first_f) + graphs * PER_GRAPH
-    wrappers = ""
-    if flashinfer and len(full) > 1:  # vLLM extrapolates the second FULL sample to the other FULL graphs
-        total += (len(full) - 1) * FLASHINFER_DECODE_INT_WORKSPACE
-        wrappers = f" + FlashInfer's {figure(FLASHINFER_DECODE_INT_WORKSPACE)} decode workspace per FULL graph after the first"
     return total, (
         f"estimate: {graphs} graphs (PIECEWISE {len(sizes)} + FULL {len(full)}, largest {max(sizes)}): "
-        f"{why} + {figure(PER_GRAPH)} per graph{wrappers}"
+        f"{why} + {figure(PER_GRAPH)} per graph"
     )

@@ -209,6 +209,9 @@ class RuleLine:
     # (vllm==0.21.0: envs.py:726-730, ops/topk_topp_sampler.py:39-49); 0.20.1 still has the 0.20.0 code
     # (vllm==0.20.1: envs.py:717-721), so its line keeps the buffer (docs/vllm-budget.md 2.3.2). V2 runner: not modelled.
     topk_sm_buffer: bool = False
+    # FlashInfer's float workspace grows to max_num_batched_tokens x query heads x head_dim x 16 B when that exceeds
+    # the 394 MiB default, from 0.26.0 (vllm==0.26.0: v1/attention/backends/flashinfer.py:85, _get_workspace_buffer)
+    flashinfer_ws_by_batch: bool = True
     # 0.22-0.28: these architectures run model runner V2 by default (V2_ARCHS_* above; v2_default_rule says which
     # other models do). Its profile
     # run differs from V1's: the dummy sampler's requests keep SamplingStates' initial top_k = vocab and
@@ -346,7 +349,7 @@ _V0_28 = dict(
 _V0_27 = dict(_V0_28, sliding=SW_IN_FLIGHT, log=LOG_AFTER_MIN, batch_defaults=BATCH_70GIB_NO_A100)
 # "total consumed" (free-memory delta) from 0.27.0 (vllm==0.27.0: utils/mem_utils.py); not in 0.26.0
 _V0_26 = dict(_V0_27, concurrency=CONC_POOLED, mamba_align=MAMBA_BLOCK, free_delta_accounting=False)
-_V0_25 = dict(_V0_26, sliding=SW_BATCHED, in_flight_batches=False, v2_logits_fp32_copy=True)
+_V0_25 = dict(_V0_26, sliding=SW_BATCHED, in_flight_batches=False, v2_logits_fp32_copy=True, flashinfer_ws_by_batch=False)
 _V0_23 = dict(_V0_25, flashinfer_on_turing=True, mxfp4_kernel=MXFP4_VENDORED)
 _V0_21 = dict(_V0_23, fit_whose="models's", cpu_clause=False, tp_comm=TP_COMM_LAZY)
 # 0.20.1 keeps 0.20.0's sampler: VLLM_USE_FLASHINFER_SAMPLER defaults to None (vllm==0.20.1: envs.py:717-721),
