@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from kvcalc.app.settings import Settings
+from kvcalc.core.dtypes import MODEL_DTYPES
 from kvcalc.core.mamba_cache import GDN, MODES, line_for, mamba_cache, mixer_of
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.vllm_rules import parse_release
-from kvcalc.errors import PlanError, named
+from kvcalc.errors import ConfigError, PlanError, named
 
 # vLLM 0.33 runs a gated delta net's prefill with FlashInfer on Hopper (sm90); on Blackwell only with CUDA >= 13
 # and key heads of 128 (vllm==0.33.0: layers/mamba/gdn/qwen_gdn_linear_attn.py:158-164), which kvcalc cannot see
@@ -78,3 +79,29 @@ def mamba_fields(model: ModelSpec, s: Settings, version: str) -> tuple[dict[str,
         note += ("; on Hopper (and Blackwell with CUDA 13) vLLM 0.33 adds a prefill-checkpoint page and keeps the "
                  "block a multiple of 64 (give --gpu)")
     return fields, note
+
+
+# vLLM's config hook for Qwen3.5 / Qwen3.6 (Qwen3_5For{CausalLM,ConditionalGeneration} and their MoE variants): an
+# 'auto' mamba SSM cache dtype takes the text config's mamba_ssm_dtype (float32 in the published configs), so the
+# gated-delta-net temporal state is fp32 while the conv state keeps the model dtype (vllm==0.17.0:
+# model_executor/models/config.py:625-650, :685-686; 0.27.1: :799-829, :959-962; mamba_utils.py:95-108)
+# NemotronH's hook does the same with mamba_ssm_cache_dtype, float16 where the config names none, from 0.13.0
+# (NemotronHForCausalLMConfig, vllm==0.13.0: model_executor/models/config.py:530-549; 0.17.0: :605-622)
+_QWEN35 = ("mamba_ssm_dtype", None, (0, 0))
+SSM_DTYPE_FROM_CONFIG: dict[str, tuple[str, str | None, tuple[int, ...]]] = {
+    "qwen3_5": _QWEN35, "qwen3_5_text": _QWEN35, "qwen3_5_moe": _QWEN35, "qwen3_5_moe_text": _QWEN35,
+    "nemotron_h": ("mamba_ssm_cache_dtype", "float16", (0, 13)),
+}
+
+
+def ssm_state_dtype(model: ModelSpec, mdt: str, release: tuple[int, ...] = (0, 33)) -> str:
+    """The dtype of a recurrent layer's temporal (SSM) state in vLLM: the model dtype, or the config's own."""
+    rule = SSM_DTYPE_FROM_CONFIG.get(str(model.arch.get("model_type")))
+    if rule is None or tuple(release) < rule[2]:
+        return mdt
+    own = model.arch.get(rule[0], rule[1])
+    if own is None:
+        return mdt
+    if isinstance(own, str) and own in MODEL_DTYPES:
+        return own
+    raise ConfigError(f"config field '{rule[0]}' is {own!r}; valid: {', '.join(MODEL_DTYPES)}")

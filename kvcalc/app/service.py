@@ -9,7 +9,7 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any
 
-from kvcalc.app.mamba_state import mamba_fields
+from kvcalc.app.mamba_state import mamba_fields, ssm_state_dtype
 from kvcalc.app.settings import INERT, MAX_REQUESTS, TABLE, TRAFFIC_SETTINGS, Settings, check_bounds
 from kvcalc.core.dtypes import MODEL_DTYPES, KVDtype, normalize_model_dtype
 from kvcalc.core.footprint import CacheSettings, Footprint, Traffic, footprint, resolve_kv_dtype, stage_layout
@@ -17,8 +17,8 @@ from kvcalc.core.memo import Memo
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, parse_partition
 from kvcalc.core.record import record, replace
-from kvcalc.core.vllm_rules import RuleLine, rules_for
-from kvcalc.errors import ConfigError, KvcalcError, PlanError, named
+from kvcalc.core.vllm_rules import RuleLine, parse_release, rules_for
+from kvcalc.errors import KvcalcError, PlanError, named
 from kvcalc.words import plural
 
 MAX_BATCH = MAX_REQUESTS
@@ -164,7 +164,7 @@ def cache_settings(model: ModelSpec, s: Settings, *, block_size: int) -> CacheSe
         draft_kv_dtype=draft_kv_dtype(model, mdt, kv),
         block_size=block_size,
         mamba_dtype_bytes=MODEL_DTYPES[mdt],
-        mamba_ssm_dtype_bytes=MODEL_DTYPES[ssm_state_dtype(model, mdt)],
+        mamba_ssm_dtype_bytes=MODEL_DTYPES[ssm_state_dtype(model, mdt, parse_release(str(s.vllm_version)))],
         **state,
     )
 
@@ -182,21 +182,6 @@ def draft_kv_dtype(model: ModelSpec, mdt: str, target: KVDtype) -> KVDtype | Non
     return None if same else own
 
 
-# vLLM's config hook for Qwen3.5 / Qwen3.6 (Qwen3_5For{CausalLM,ConditionalGeneration} and their MoE variants): an
-# 'auto' mamba SSM cache dtype takes the text config's mamba_ssm_dtype (float32 in the published configs), so the
-# gated-delta-net temporal state is fp32 while the conv state keeps the model dtype (vllm==0.17.0:
-# model_executor/models/config.py:625-650, :685-686; 0.27.1: :799-829, :959-962; mamba_utils.py:95-108)
-SSM_DTYPE_FROM_CONFIG = frozenset({"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"})
-
-
-def ssm_state_dtype(model: ModelSpec, mdt: str) -> str:
-    """The dtype of a recurrent layer's temporal (SSM) state in vLLM: the model dtype, or the config's own."""
-    own, kind = model.arch.get("mamba_ssm_dtype"), model.arch.get("model_type")
-    if not (isinstance(kind, str) and kind in SSM_DTYPE_FROM_CONFIG) or own is None:
-        return mdt
-    if isinstance(own, str) and own in MODEL_DTYPES:
-        return own
-    raise ConfigError(f"config field 'mamba_ssm_dtype' is {own!r}; valid: {', '.join(MODEL_DTYPES)}")
 
 
 def default_block_size(model: ModelSpec, s: Settings) -> int:

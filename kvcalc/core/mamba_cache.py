@@ -36,10 +36,10 @@ MODES = (NONE, ALIGN, ALL)
 
 # the model types among kvcalc's families whose vLLM class declares SupportsMambaPrefixCaching (0.11.1-0.31:
 # granitemoehybrid.py, jamba.py; Qwen3-Next and Qwen3.5 do not)
-SUPPORTS_ALL = frozenset({"granitemoehybrid", "jamba"})
+SUPPORTS_ALL = frozenset({"granitemoehybrid", "jamba", "nemotron_h"})  # nemotron_h.py from 0.11.1 as granite
 # the state mixer of each family kvcalc reads: gated delta net, Mamba-2, Mamba-1
 GDN, MAMBA2, MAMBA1 = "gdn", "mamba2", "mamba1"
-MIXERS = {"granitemoehybrid": MAMBA2, "jamba": MAMBA1}
+MIXERS = {"granitemoehybrid": MAMBA2, "jamba": MAMBA1, "nemotron_h": MAMBA2}
 # FlashInfer's gated-delta-net prefill checkpoints land on multiples of 64 tokens (vllm==0.33.0: gdn_attn.py:34)
 GDN_CHECKPOINT_ALIGNMENT = 64
 

@@ -54,10 +54,37 @@ def _mamba2_params(a: dict, h: int) -> int:
     :433-440), with inner = mamba_expand x hidden and conv_dim = inner + 2 x groups x state (:287; granitemoehybrid.py
     :53-66). Biases where mamba_conv_bias / mamba_proj_bias say so."""
     heads = _get(a, "mamba_n_heads")
-    inner = _get(a, "mamba_expand", default=2) * h
+    inner = _get(a, "mamba_inner") or _get(a, "mamba_expand", default=2) * h  # NemotronH: heads x head size
     conv_dim = inner + 2 * _get(a, "mamba_n_groups", default=1) * _get(a, "mamba_d_state", default=128)
     kernel = _get(a, "mamba_d_conv", default=4)
     proj_bias, conv_bias = bool(a.get("mamba_proj_bias")), a.get("mamba_conv_bias", True) is not False
     in_proj = h * (inner + conv_dim + heads) + proj_bias * (inner + conv_dim + heads)
     out_proj = inner * h + proj_bias * h
     return in_proj + conv_dim * kernel + conv_bias * conv_dim + 3 * heads + inner + out_proj
+
+
+def nemotron_h_params(a: dict, i: int, h: int, heads: int, kv: int, d: int) -> tuple[int, int, int]:
+    """(mixer-or-attention, dense, expert) parameters of NemotronH's decoder layer i, one block per character of
+    hybrid_override_pattern (vllm==0.17.0: model_executor/models/nemotron_h.py): M a Mamba-2 mixer (mixer_params, the
+    inner width heads x head size: sources.nemotron_h); * q, k, v and o without bias (:464-478); - a non-gated MLP,
+    up and down of intermediate_size, a list giving one per MLP layer (:296-322); E a router of hidden x experts and
+    a non-gated MoE (relu2): shared experts' up and down of moe_shared_expert_intermediate_size x n_shared_experts,
+    and every expert's up and down of moe_intermediate_size at moe_latent_size where it is set, with the latent
+    projections in and out (:144-230)."""
+    block = str(a.get("hybrid_override_pattern") or "")[i : i + 1]
+    if block == "M":
+        return mixer_params(a, h), 0, 0
+    if block == "*":
+        return 2 * h * heads * d + 2 * h * kv * d, 0, 0
+    if block == "-":
+        inter = a.get("intermediate_size")
+        if isinstance(inter, list):
+            mlp = str(a.get("hybrid_override_pattern"))[: i + 1].count("-") - 1
+            inter = inter[0] if len(inter) == 1 else inter[mlp] if 0 <= mlp < len(inter) else 0
+        return 0, 2 * h * (inter if isinstance(inter, int) and not isinstance(inter, bool) else 0), 0
+    if block == "E":
+        experts, latent = _get(a, *EXPERT_KEYS), _get(a, "moe_latent_size") or h
+        shared = _get(a, "moe_shared_expert_intermediate_size") * _get(a, "n_shared_experts")
+        dense = 2 * h * shared + h * experts + (2 * h * latent if latent != h else 0)
+        return 0, dense, experts * 2 * latent * _get(a, "moe_intermediate_size")
+    return 0, 0, 0

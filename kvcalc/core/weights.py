@@ -26,7 +26,7 @@ from kvcalc.core.gemma4_weights import (
     ple_params,
     rope_table_elements,
 )
-from kvcalc.core.mixers import EXPERT_KEYS, arch_int, mixer_params
+from kvcalc.core.mixers import EXPERT_KEYS, arch_int, mixer_params, nemotron_h_params
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
 from kvcalc.core.quant import quant_bytes
@@ -52,6 +52,8 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
     heads = model.num_attention_heads
     if model.model_type in GEMMA4_TEXT_TYPES:  # per-layer geometry, KV-shared layers, MoE beside the MLP, PLE
         return gemma4_layer_params(a, i, model.num_layers, h, heads)
+    if model.model_type == "nemotron_h":  # one block per layer: mixer, attention, MLP or MoE
+        return nemotron_h_params(a, i, h, heads, model.num_kv_heads, model.head_dim)
     attn = 0
     if kind == "mamba":
         attn = mixer_params(a, h)
@@ -375,7 +377,7 @@ def _estimate(
     total += vision_params
     # what PyTorch's allocator counts beyond the tensors' sizes (core/weight_tensors.py): unquantized decoders
     # (Gemma 4: its tensor list, weight_tensors, is not modelled)
-    plain = vllm_extras and not expandable and not model.encoder_decoder and linear_b == expert_b == dt and not mxfp4 and model.model_type not in GEMMA4_TEXT_TYPES
+    plain = vllm_extras and not expandable and not model.encoder_decoder and linear_b == expert_b == dt and not mxfp4 and model.model_type not in (*GEMMA4_TEXT_TYPES, "nemotron_h")
     dims = (h, vocab, _get(a, *EXPERT_KEYS), _gated(model, a), rope_table_bytes(model, a, dt)[0])
     for s, (start, end) in enumerate(ranges):
         b = sum(per_layer_bytes[start:end]) + table

@@ -223,9 +223,16 @@ def _human_int(text: str) -> int | None:
     return n * {"": 1, "k": 1000, "K": 1024, "m": 10**6, "M": 1 << 20}[unit]
 
 
+# the CUDA-graph profiling's minimal KV cache (0.18+) overrides 0 blocks with max_cudagraph_capture_size: vLLM's own,
+# not the user's setting (vllm==0.20.0: v1/worker/gpu_model_runner.py:5871-5879, kv_cache_utils.may_override_num_blocks)
+PROFILING_OVERRIDE = re.compile(r"Overriding num_gpu_blocks=0 with num_gpu_blocks_override")
+
+
 def _settings(line: str, found: dict[str, Any]) -> None:
     args = _args_dict(line)
     for name, (key, flags) in KEYS.items():
+        if name == "num_gpu_blocks_override" and PROFILING_OVERRIDE.search(line):
+            continue
         value: Any = None
         if key in args:
             value = args[key]

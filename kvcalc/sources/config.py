@@ -13,6 +13,7 @@ from kvcalc.core.dtypes import normalize_model_dtype
 from kvcalc.core.model import LayerArch, ModelSpec, StateArch
 from kvcalc.core.speculative import MTP_CONFIG_NOTE
 from kvcalc.errors import ConfigError
+from kvcalc.sources import nemotron_h
 from kvcalc.sources.config_fields import MAX_FIELD
 from kvcalc.sources.config_fields import checked_int as _int
 from kvcalc.sources.config_fields import finite as _finite
@@ -67,7 +68,7 @@ REVIEWED_TYPES = frozenset(
         "llama4",
         "llama4_text",
         "jamba",
-        "granitemoehybrid",
+        "granitemoehybrid", nemotron_h.MODEL_TYPE,
         "whisper",
         "t5",
         *MLA_MODEL_TYPES,
@@ -261,6 +262,8 @@ def _layer_kinds(text: dict, where: str, model_type: str, n: int, notes: list[st
                 out.append(("chunked", _int(text, "attention_chunk_size", where)))
             elif t in ("linear_attention", "mamba"):
                 out.append(("mamba", 0))
+            elif t == "none" and model_type == nemotron_h.MODEL_TYPE:  # an MLP or MoE block: no cache
+                out.append(("none", 0))
             else:
                 raise ConfigError(
                     f"config{where} layer_types[{i}] is {t!r}; kvcalc knows full_attention, sliding_attention, "
@@ -292,6 +295,8 @@ def _default_layer_types(text: dict, where: str, model_type: str, n: int, sw: in
     if model_type == "qwen3_next":
         interval = _int(text, "full_attention_interval", where)
         return ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
+    if model_type == nemotron_h.MODEL_TYPE:
+        return nemotron_h.layer_types(text, where, n)
     if model_type == "jamba":
         period = _int(text, "attn_layer_period", where)
         offset = _int(text, "attn_layer_offset", where, minimum=0)
@@ -365,6 +370,8 @@ def _arch(cfg: dict, text: dict, where: str) -> dict:
     arch = dict(text)  # the decoder's config with its class defaults (the whole config when there is no wrapper)
     if str(text.get("model_type")) == "granitemoehybrid":
         _granite_mlp_keys(arch)
+    if str(text.get("model_type")) == nemotron_h.MODEL_TYPE:
+        nemotron_h.mamba_keys(arch)
     if not where:
         return arch
     if isinstance(cfg.get("quantization_config"), dict) and "quantization_config" not in arch:
@@ -406,6 +413,8 @@ def _layer_archs(
         state, divisors = state_arch(text, where, text_type)
     layers = []
     for i, (kind, window) in enumerate(kinds):
+        if kind == "none":
+            continue
         if kind == "mamba":
             layers.append(LayerArch(i, "mamba", state=state))
         elif mla:

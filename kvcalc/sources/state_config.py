@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kvcalc.core.model import StateArch
 from kvcalc.errors import ConfigError
+from kvcalc.sources import nemotron_h
 from kvcalc.sources.config_fields import checked_int as _int
 
 
@@ -23,6 +24,10 @@ def state_arch(text: dict, where: str, model_type: str) -> tuple[tuple[StateArch
         return state, (("linear-attention key heads", k_heads), ("linear-attention value heads", v_heads))
     if model_type == "granitemoehybrid":
         return _mamba2_state(text, where)
+    if model_type == nemotron_h.MODEL_TYPE:
+        keyed = dict(text)
+        nemotron_h.mamba_keys(keyed)
+        return _mamba2_state(keyed, where)
     if model_type == "jamba":
         hidden = _int(text, "hidden_size", where)
         inner = _int(text, "mamba_expand", where) * hidden
@@ -40,10 +45,11 @@ def state_arch(text: dict, where: str, model_type: str) -> tuple[tuple[StateArch
 def _mamba2_state(text: dict, where: str) -> tuple[tuple[StateArch, ...], tuple[tuple[str, int], ...]]:
     """vLLM's MambaStateShapeCalculator.mamba2_state_shape (vllm==0.11.0: model_executor/layers/mamba/
     mamba_utils.py:115-140), fed as granitemoehybrid.py:518-544 feeds it: conv state (kernel - 1) x conv_dim
-    with conv_dim = mamba_expand x hidden + 2 x groups x state, split by TP; when TP does not divide the
+    with conv_dim = inner + 2 x groups x state (inner: mamba_expand x hidden; NemotronH's heads x head size), split by TP; when TP does not divide the
     groups vLLM repeats them up to TP (extra_groups_for_head_shards, :153-163), so with one group every rank
     holds the whole 2 x state part. SSM state heads x head_dim x state, heads split by TP."""
-    inner = _int(text, "mamba_expand", where) * _int(text, "hidden_size", where)
+    inner = _int(text, "mamba_inner", where) if "mamba_inner" in text else (
+        _int(text, "mamba_expand", where) * _int(text, "hidden_size", where))
     groups, d_state = _int(text, "mamba_n_groups", where), _int(text, "mamba_d_state", where)
     kernel, heads = _int(text, "mamba_d_conv", where), _int(text, "mamba_n_heads", where)
     bc_split = 0 if groups > 1 else -1
