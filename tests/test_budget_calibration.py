@@ -254,7 +254,9 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # FlashInfer's workspace in the first FULL sample of model runner V1's CUDA-graph profiling, and no decode-wrapper
 # workspace extrapolated to the other FULL graphs (core.budget_device): six runs 0.07-0.39 GiB closer (sets 16, 28,
 # 38, 40, 44, 45), the A10G start on 0.22.0 with FlashInfer forced from -0.11 to +0.17: 201 of 240.
-BOUND_HITS = 201
+# 46th held-out set (HELDOUT46.md, predicted at 630b16d): 3 runs, 1 within; the two NemotronH starts kvcalc refused
+# then (it reads NemotronH now; their LoRA on MoE is not modelled) stay out: 202 of 241.
+BOUND_HITS = 202
 BOUND_MAX_GIB = 5.4
 BOUND_WEIGHTS_GIB = 0.25  # MiniMax-M2.7 TP 4 (-0.22); gpt-oss-20b TP 2 was -0.58 before the Triton MXFP4 layout (-0.16)
 
