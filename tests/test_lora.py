@@ -59,8 +59,21 @@ def test_bad_lora_flags(run):
         assert code == 2 and flag in err and "Traceback" not in err, args
 
 
-def test_moe_gets_a_note_not_a_figure(run_json):
+def test_moe_experts_take_stacks_from_0_11_1(run_json):
+    # Qwen3-30B-A3B at TP 1, rank 16, one adapter, bf16, by hand: every one of its 48 layers is a MoE layer (no shared
+    # expert): attention's q/k/v (32 x 128, 4 x 128 KV) and o, and FusedMoEWithLoRA's stacks for 128 experts of 768:
+    # gate and up each A = 16 x 2048, B = 768 x 16; down A = 16 x 768, B = 2048 x 16; the embedding and LM head
     base = ("qwen3-30b-a3b", "--gpu", "H100-80GB", "--tokens", "100", "--max-model-len", "4096")
-    out = run_json("size", *base, "--enable-lora")
+    attention = 3 * R * 2048 + (4096 + 2 * 512) * R + R * 4096 + 2048 * R
+    routed = 128 * (2 * (R * 2048 + 768 * R) + R * 768 + 2048 * R)
+    ends = 151936 * R + 2048 * R + R * 2048 + 151936 * R
+    for version, experts in (("0.22.0", routed), ("0.11.0", 0)):  # no LoRA on routed experts before 0.11.1
+        plain = _stage_weights(run_json("size", *base, "--vllm-version", version))
+        lora = run_json("size", *base, "--vllm-version", version, "--enable-lora")
+        assert _stage_weights(lora)[0] - plain[0] == (48 * (attention + experts) + ends) * 2
+    assert "routed experts take no LoRA before 0.11.1" in json.dumps(lora)
+    # MLA and state-space layers: a note, no figure
+    mla = ("deepseek-v2-lite", "--gpu", "H100-80GB", "--tokens", "100", "--max-model-len", "4096")
+    out = run_json("size", *mla, "--enable-lora")
     assert "LoRA stacks of this architecture" in json.dumps(out)
-    assert _stage_weights(out) == _stage_weights(run_json("size", *base))
+    assert _stage_weights(out) == _stage_weights(run_json("size", *mla))

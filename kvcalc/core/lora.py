@@ -24,23 +24,48 @@ from kvcalc.core.units import figure
 def lora_layer_elements(hidden: int, q_width: int, kv_width: int, inter: int, tp: int, rank: int) -> int:
     """A and B elements of one adapter slot in one decoder layer on one TP rank: attention's packed
     q/k/v and o, and a gated MLP's packed gate/up and down. ``kv_width``: one of K or V on this rank."""
+    return lora_attention_elements(hidden, q_width, kv_width, tp, rank) + lora_mlp_elements(hidden, inter, tp, rank)
+
+
+def lora_attention_elements(hidden: int, q_width: int, kv_width: int, tp: int, rank: int) -> int:
     qkv = 3 * rank * hidden + (q_width // tp + 2 * kv_width) * rank
     o = rank * (q_width // tp) + hidden * rank
-    gate_up = 2 * rank * hidden + 2 * (inter // tp) * rank
-    down = rank * (inter // tp) + hidden * rank
-    return qkv + o + gate_up + down
+    return qkv + o
+
+
+def lora_mlp_elements(hidden: int, inter: int, tp: int, rank: int) -> int:
+    """A gated MLP's packed gate/up and down (0 for no MLP)."""
+    if not inter:
+        return 0
+    return 2 * rank * hidden + 2 * (inter // tp) * rank + rank * (inter // tp) + hidden * rank
 
 
 def lora_buffers(
-    layer_elements: int, layers: int, hidden: int, vocab: int, rank: int, max_loras: int, dtype_bytes: int,
+    layer_elements: list[int], hidden: int, vocab: int, rank: int, max_loras: int, dtype_bytes: int,
     first: bool, last: bool,
 ) -> tuple[int, str]:
-    """Bytes of the stacks on one GPU of a PP stage with ``layers`` decoder layers (the embedding on the
-    first stage, the LM head on the last), and how."""
+    """Bytes of the stacks on one GPU of a PP stage whose decoder layers hold ``layer_elements`` each (the
+    embedding on the first stage, the LM head on the last), and how."""
     embed = (vocab * rank + hidden * rank) if first else 0
     head = (rank * hidden + vocab * rank) if last else 0
-    total = max_loras * (layers * layer_elements + embed + head) * dtype_bytes
+    total = max_loras * (sum(layer_elements) + embed + head) * dtype_bytes
+    kinds = sorted(set(layer_elements))
+    each = f"{len(layer_elements)} layers x {kinds[0]:,} elements" if len(kinds) == 1 else (
+        f"{len(layer_elements)} layers, {sum(layer_elements):,} elements")
     return total, (
-        f"LoRA stacks {max_loras} adapter(s) x rank {rank}: {layers} layers x {layer_elements:,} elements"
+        f"LoRA stacks {max_loras} adapter(s) x rank {rank}: {each}"
         + (" + embedding" if first else "") + (" + LM head" if last else "") + f" x {dtype_bytes} B = {figure(total)}"
     )
+
+
+# routed experts take LoRA from 0.11.1 (FusedMoEWithLoRA, vllm==0.11.1: lora/layers/fused_moe.py:302-360): per adapter
+# slot and local expert, w1 and w3 (0.12+: gate and up, one slice for a non-gated MoE, ``_w13_slices``) each A = rank x
+# hidden and B = the expert's intermediate on this rank x rank, and w2 A = rank x that intermediate, B = hidden x rank
+# (vllm==0.17.0: lora/layers/fused_moe.py:355-410; the same in 0.22.0 and 0.33.0)
+MOE_LORA_FIRST = (0, 11, 1)
+NON_GATED_SLICES_FIRST = (0, 12)
+
+
+def moe_lora_elements(hidden: int, inter_local: int, experts_local: int, rank: int, slices: int) -> int:
+    """A and B elements of one adapter slot's stacks over one MoE layer's local experts on one rank."""
+    return experts_local * rank * (slices * (hidden + inter_local) + inter_local + hidden)

@@ -69,31 +69,39 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
     inter = _get(a, "intermediate_size", "ffn_dim", "d_ff", "n_inner", default=4 * h)
     # Llama 4's dense layers take intermediate_size_mlp (vllm==0.19.0: model_executor/models/llama4.py:356-363)
     dense_inter = _get(a, "intermediate_size_mlp", default=inter) if model.model_type in LLAMA4_TYPES else inter
-    mlp_mult = 3 if _gated(model, a) else 2
-    experts = _get(a, *EXPERT_KEYS)
-    moe_layer = experts > 0
-    if moe_layer:
-        first_dense = _get(a, "first_k_dense_replace")
-        step = _get(a, "decoder_sparse_step", "interleave_moe_layer_step", default=1) or 1
-        mlp_only = a.get("mlp_only_layers") or []
-        if not isinstance(mlp_only, list):
-            raise ConfigError(f"config field 'mlp_only_layers' must be a list of layer indices, got {mlp_only!r}")
-        if i < first_dense or i in mlp_only or (i + 1) % step:
-            moe_layer = False
-        if model.model_type == "jamba":
-            period = _get(a, "expert_layer_period", default=2)
-            if period < 1:
-                raise ConfigError(f"config field 'expert_layer_period' must be >= 1, got {period}")
-            moe_layer = i % period == _get(a, "expert_layer_offset", default=1)
-    if not moe_layer:
+    mlp_mult = 3 if gated_mlp(model, a) else 2
+    if not moe_layer(model, a, i):
         return attn, mlp_mult * h * dense_inter, 0
-    moe_inter = _get(a, "moe_intermediate_size", default=inter)
-    # Llama 4's MoE layer always holds one shared expert of intermediate_size, with no config key
-    # saying so (vllm==0.19.0: model_executor/models/llama4.py:105-112, n_shared_experts = 1 at :125)
-    shared = _get(a, "n_shared_experts", "num_shared_experts", default=1 if model.model_type in LLAMA4_TYPES else 0)
-    shared_inter = _get(a, "shared_expert_intermediate_size", default=shared * moe_inter)
+    experts, moe_inter, shared_inter = moe_widths(model, a)
     dense = mlp_mult * h * shared_inter + h * experts
     return attn, dense, experts * mlp_mult * h * moe_inter
+
+
+def moe_layer(model: ModelSpec, a: dict, i: int) -> bool:
+    """Whether decoder layer i holds routed experts (first_k_dense_replace, decoder_sparse_step, mlp_only_layers;
+    Jamba's expert period and offset)."""
+    if _get(a, *EXPERT_KEYS) <= 0:
+        return False
+    if model.model_type == "jamba":
+        period = _get(a, "expert_layer_period", default=2)
+        if period < 1:
+            raise ConfigError(f"config field 'expert_layer_period' must be >= 1, got {period}")
+        return i % period == _get(a, "expert_layer_offset", default=1)
+    step = _get(a, "decoder_sparse_step", "interleave_moe_layer_step", default=1) or 1
+    mlp_only = a.get("mlp_only_layers") or []
+    if not isinstance(mlp_only, list):
+        raise ConfigError(f"config field 'mlp_only_layers' must be a list of layer indices, got {mlp_only!r}")
+    return not (i < _get(a, "first_k_dense_replace") or i in mlp_only or (i + 1) % step)
+
+
+def moe_widths(model: ModelSpec, a: dict) -> tuple[int, int, int]:
+    """(routed experts, an expert's intermediate width, the shared experts' total width) of a MoE layer. Llama 4's
+    MoE layer always holds one shared expert of intermediate_size, with no config key saying so (vllm==0.19.0:
+    model_executor/models/llama4.py:105-112, n_shared_experts = 1 at :125)."""
+    inter = _get(a, "intermediate_size", "ffn_dim", "d_ff", "n_inner", default=4 * _get(a, "hidden_size"))
+    moe_inter = _get(a, "moe_intermediate_size", default=inter)
+    shared = _get(a, "n_shared_experts", "num_shared_experts", default=1 if model.model_type in LLAMA4_TYPES else 0)
+    return _get(a, *EXPERT_KEYS), moe_inter, _get(a, "shared_expert_intermediate_size", default=shared * moe_inter)
 
 
 GATED_ATTENTION_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
@@ -106,7 +114,7 @@ def _output_gate(model: ModelSpec, a: dict) -> int:
     return int(model.model_type in GATED_ATTENTION_TYPES and a.get("attn_output_gate", True) is not False)
 
 
-def _gated(model: ModelSpec, a: dict) -> bool:
+def gated_mlp(model: ModelSpec, a: dict) -> bool:
     """Whether the MLP is gated (gate and up): Falcon's is dense_h_to_4h, GELU, dense_4h_to_h
     (vllm==0.22.0: models/falcon.py:235-250), StarCoder2's and Whisper's GELU MLPs are plain."""
     plain = str(a.get("hidden_act") or a.get("activation_function") or "").startswith("gelu") and model.model_type in ("starcoder2", "whisper")
@@ -378,7 +386,7 @@ def _estimate(
     # what PyTorch's allocator counts beyond the tensors' sizes (core/weight_tensors.py): unquantized decoders
     # (Gemma 4: its tensor list, weight_tensors, is not modelled)
     plain = vllm_extras and not expandable and not model.encoder_decoder and linear_b == expert_b == dt and not mxfp4 and model.model_type not in (*GEMMA4_TEXT_TYPES, "nemotron_h")
-    dims = (h, vocab, _get(a, *EXPERT_KEYS), _gated(model, a), rope_table_bytes(model, a, dt)[0])
+    dims = (h, vocab, _get(a, *EXPERT_KEYS), gated_mlp(model, a), rope_table_bytes(model, a, dt)[0])
     for s, (start, end) in enumerate(ranges):
         b = sum(per_layer_bytes[start:end]) + table
         if plain:
