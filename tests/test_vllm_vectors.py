@@ -205,6 +205,7 @@ ARCH_PRESETS = {
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4-scout",
     "Qwen/Qwen3-Next-80B-A3B-Instruct": "qwen3-next-80b-a3b-thinking",  # same architecture numbers
     "lmsys/gpt-oss-20b-bf16": "gpt-oss-20b",  # bf16 copy of openai/gpt-oss-20b
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": "nemotron-3-nano-30b-a3b",
 }
 
 
