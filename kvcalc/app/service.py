@@ -174,10 +174,7 @@ def draft_kv_dtype(model: ModelSpec, mdt: str, target: KVDtype) -> KVDtype | Non
     config takes from the target's), or None when its layers store what the target's store."""
     if not model.draft_kv_dtype:
         return None
-    try:
-        own = resolve_kv_dtype(model.draft_kv_dtype, model, mdt)
-    except PlanError as exc:
-        raise PlanError(f"{named('speculative_config')} 'kv_cache_dtype': {exc.args[0].split(' ', 1)[1]}") from None
+    own = resolve_kv_dtype(model.draft_kv_dtype, model, mdt, label=f"{named('speculative_config')} 'kv_cache_dtype':")
     same = (own.bytes, own.scale_bytes_per_head, own.mla_token_bytes) == (target.bytes, target.scale_bytes_per_head, target.mla_token_bytes)
     return None if same else own
 

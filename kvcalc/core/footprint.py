@@ -51,18 +51,20 @@ class CacheSettings:
             raise PlanError(f"{named('block_size')} must be a positive integer, got {self.block_size!r}")
 
 
-def resolve_kv_dtype(name: str, model: ModelSpec, model_dtype: str | None = None) -> KVDtype:
-    """`auto` is the model dtype, as vLLM does; a named dtype is looked up."""
+def resolve_kv_dtype(name: str, model: ModelSpec, model_dtype: str | None = None, label: str = "") -> KVDtype:
+    """`auto` is the model dtype, as vLLM does; a named dtype is looked up. ``label`` names the setting in errors
+    (default: --kv-dtype)."""
+    label = label or named("kv_dtype")
     key = name.strip().lower()
     if key == "auto":
         mdt = model_dtype or model.dtype
         return KVDtype(mdt, MODEL_DTYPES[mdt], note="auto: the model dtype")
     if key not in KV_DTYPES:
         valid = ", ".join(("auto", *KV_DTYPES))
-        raise PlanError(f"{named('kv_dtype')} {name!r} is not known; valid: {valid}")
+        raise PlanError(f"{label} {name!r} is not known; valid: {valid}")
     dt = KV_DTYPES[key]
     if dt.mla_only and not model.mla:
-        raise PlanError(f"{named('kv_dtype')} {key} is only for MLA models; {model.name} uses {model.attention}")
+        raise PlanError(f"{label} {key} is only for MLA models; {model.name} uses {model.attention}")
     return dt
 
 

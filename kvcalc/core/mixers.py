@@ -63,19 +63,18 @@ def _mamba2_params(a: dict, h: int) -> int:
     return in_proj + conv_dim * kernel + conv_bias * conv_dim + 3 * heads + inner + out_proj
 
 
-def nemotron_h_params(a: dict, i: int, h: int, heads: int, kv: int, d: int) -> tuple[int, int, int]:
+def nemotron_h_params(a: dict, i: int, h: int, mixer: int) -> tuple[int, int, int]:
     """(mixer-or-attention, dense, expert) parameters of NemotronH's decoder layer i, one block per character of
-    hybrid_override_pattern (vllm==0.17.0: model_executor/models/nemotron_h.py): M a Mamba-2 mixer (mixer_params, the
-    inner width heads x head size: sources.nemotron_h); * q, k, v and o without bias (:464-478); - a non-gated MLP,
+    hybrid_override_pattern (vllm==0.17.0: model_executor/models/nemotron_h.py): M a Mamba-2 mixer, * q, k, v and o
+    without bias (:464-478), both ``mixer`` as the caller counts them (the Mamba-2 inner width heads x head size:
+    sources.nemotron_h); - a non-gated MLP,
     up and down of intermediate_size, a list giving one per MLP layer (:296-322); E a router of hidden x experts and
     a non-gated MoE (relu2): shared experts' up and down of moe_shared_expert_intermediate_size x n_shared_experts,
     and every expert's up and down of moe_intermediate_size at moe_latent_size where it is set, with the latent
     projections in and out (:144-230)."""
     block = str(a.get("hybrid_override_pattern") or "")[i : i + 1]
-    if block == "M":
-        return mixer_params(a, h), 0, 0
-    if block == "*":
-        return 2 * h * heads * d + 2 * h * kv * d, 0, 0
+    if block in ("M", "*"):
+        return mixer, 0, 0
     if block == "-":
         inter = a.get("intermediate_size")
         if isinstance(inter, list):

@@ -52,8 +52,6 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
     heads = model.num_attention_heads
     if model.model_type in GEMMA4_TEXT_TYPES:  # per-layer geometry, KV-shared layers, MoE beside the MLP, PLE
         return gemma4_layer_params(a, i, model.num_layers, h, heads)
-    if model.model_type == "nemotron_h":  # one block per layer: mixer, attention, MLP or MoE
-        return nemotron_h_params(a, i, h, heads, model.num_kv_heads, model.head_dim)
     attn = 0
     if kind == "mamba":
         attn = mixer_params(a, h)
@@ -66,6 +64,8 @@ def _layer_params(model: ModelSpec, a: dict, i: int, kind: str) -> tuple[int, in
     else:
         d = model.head_dim
         attn = h * heads * d * (1 + _output_gate(model, a)) + 2 * h * model.num_kv_heads * d + heads * d * h
+    if model.model_type == "nemotron_h":  # one block per layer: the mixer or attention above, an MLP or a MoE
+        return nemotron_h_params(a, i, h, attn)
     inter = _get(a, "intermediate_size", "ffn_dim", "d_ff", "n_inner", default=4 * h)
     # Llama 4's dense layers take intermediate_size_mlp (vllm==0.19.0: model_executor/models/llama4.py:356-363)
     dense_inter = _get(a, "intermediate_size_mlp", default=inter) if model.model_type in LLAMA4_TYPES else inter
