@@ -29,7 +29,8 @@ def drafter_forces_v1(model: ModelSpec, s: Settings) -> bool:
 def effective_line(line: RuleLine, model: ModelSpec, s: Settings) -> RuleLine:
     """The rule line as the runner vLLM picks applies it: a 0.29+ line falls back to V1's dummy sampler (FlashInfer's
     top-k/top-p pass, 14 B per element, read in 0.29.0 whose V1 sampler is 0.28's: v1/sample/ops/topk_topp_sampler.py
-    differs in two lines; 0.30-0.33's V1 sampler not re-read) when the drafter forces V1."""
+    differs in two lines; re-read in 0.30-0.33, still 14 B: vllm==0.33.0 v1/worker/gpu_model_runner.py:6132-6139 calls
+    _dummy_sampler_run at profile time, through the same top-k/top-p pass) when the drafter forces V1."""
     if not line.v2_for_all or not drafter_forces_v1(model, s):
         return line
     return replace(line, v2_for_all=False, sampler_path=SAMPLER_FLASHINFER, sampler_bytes=14)
