@@ -272,7 +272,7 @@ def test_logged_figures_are_printed_in_the_cited_excerpts() -> None:
 # 46th held-out set (HELDOUT46.md, predicted at 630b16d): 3 runs, 1 within; the two NemotronH starts kvcalc refused
 # then (it reads NemotronH now; their LoRA on MoE is not modelled) stay out: 202 of 241.
 # 47th held-out set (HELDOUT47.md, predicted at 73a77e1): 3 Unsloth GRPO starts, 1 within: 203 of 244.
-# 48th held-out set (HELDOUT48.md): one run found, set aside from its inputs; nothing predicted: 203 of 244.
+# 48th held-out set (HELDOUT48.md): two runs found, both set aside from their inputs; nothing predicted: 203 of 244.
 BOUND_HITS = 203
 BOUND_MAX_GIB = 5.4
 BOUND_WEIGHTS_GIB = 0.25  # MiniMax-M2.7 TP 4 (-0.22); gpt-oss-20b TP 2 was -0.58 before the Triton MXFP4 layout (-0.16)
