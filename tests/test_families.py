@@ -269,6 +269,15 @@ def test_qwen3_5_keeps_its_ssm_state_in_float32(run_json):
     assert round((784 * 4096 / (conv + ssm) - 1) * 100, 2) == 0.13
 
 
+def test_qwen3_5_family_is_reviewed():
+    """The Qwen3.5/3.6 configs (dense: qwen3_5 with a qwen3_5_text text_config; MoE: qwen3_5_moe / qwen3_5_moe_text) are
+    read by rules kvcalc has for them (the tests above and the Qwen3.6 logs of tests/data/vllm-logs), so they carry no
+    'not reviewed' note."""
+    for config in ("tests/data/vllm-budget/configs/qwen3.5-27b.json", "tests/data/vllm-logs/configs/qwen3.6-35b-a3b-nvfp4.json"):
+        spec = resolve(config).spec
+        assert spec.num_layers > 0 and not any("not reviewed" in n for n in spec.notes), spec.notes
+
+
 def test_qwen3_5_ssm_dtype_that_names_no_dtype_is_refused(run, tmp_path):
     import json
 

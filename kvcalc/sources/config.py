@@ -54,6 +54,12 @@ REVIEWED_TYPES = frozenset(
         "qwen3",
         "qwen3_moe",
         "qwen3_next",
+        # Qwen3.5 / 3.6 (dense and MoE; the multimodal config's text_config has the _text type): gated attention
+        # (core.weights.GATED_ATTENTION_TYPES), GDN state (app.mamba_state), the vision tower (core.towers)
+        "qwen3_5",
+        "qwen3_5_text",
+        "qwen3_5_moe",
+        "qwen3_5_moe_text",
         "phi3",
         "gemma",
         "gemma2",
