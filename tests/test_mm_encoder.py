@@ -131,3 +131,54 @@ def test_the_release_picks_the_count(tmp_path, run_json):
     for release, items in (("0.11.0", 7), ("0.12.0", 7), ("0.13.0", 8), ("0.19.0", 8)):
         text = json.dumps(run_json("size", *base, "--vllm-version", release))
         assert f"SigLIP tower: {items} items" in text, release
+
+
+QWEN35 = str(Path(__file__).parent / "data" / "vllm-budget" / "configs" / "qwen3.5-27b.json")
+SOUSPILOT = Path(__file__).parent / "data" / "vllm-budget" / "souspilot-qwen3.6-27b-a100x2-tp2-0.27.1.log"
+
+
+def test_qwen35_tower_items_match_the_log():
+    """Qwen3.5/3.6's largest dummy image: the checkpoints' preprocessor_config.json allows 16,777,216 pixels, so
+    16,777,216 // (16 x 2)^2 = 16,384 merged tokens, 4 patches each; the souspilot 0.27.1 start of Qwen3.6-27B (the
+    Qwen3.5-27B shapes) prints that budget and one item."""
+    tower = vision_tower(resolve(QWEN35).spec.arch)
+    assert tower is not None
+    assert tower.tokens_per_item == 16_777_216 // 32**2 == 16_384 and tower.patches_per_tile == 65_536
+    assert tower.pixels_per_tile == 65_536 * 3 * 2 * 16 * 16
+    assert encoder_items(tower, 2048, 256, 65536, 999) == (16384, 1)
+    assert "budget of 16384 tokens, and profiled with 1 image items" in SOUSPILOT.read_text()
+
+
+def test_qwen35_tower_peak_by_hand():
+    """A Qwen3-VL block's widest moment (1152 wide, 16 heads of 72, MLP 4304), bf16, per patch. Kept through every
+    block: pixels 3 x 2 x 16 x 16 = 1536 values, position embeddings 1152, the block input 1152, cos + sin 2 x 36.
+    At the attention's output projection: norm 1152, qkv 3 x 1152 / TP, the contiguous q/k and the rotated q/k
+    2 x 1152 / TP each, FlashAttention's output 1152 / TP, the projection's 1152 and, at TP 2, its all-reduce 1152.
+    TP 1: (1536 + 1152 + 1152 + 72 + 1152 + 8 x 1152 + 1152) x 2 B = 30,864 B; TP 2: the split parts halve and the
+    all-reduce adds 1152: 23,952 B. From 0.32 the pixels arrive as uint8 (1 B each, GPU-side normalization)."""
+    tower = vision_tower(resolve(QWEN35).spec.arch)
+    assert tower is not None
+    assert encoder_profile(tower, 1, 1, 2, images_kept=True)[0] == 65_536 * 30_864 == 2_022_703_104
+    phase, kept, how = encoder_profile(tower, 1, 2, 2, images_kept=True)
+    assert phase == 65_536 * 23_952 == 1_569_718_272 and "attention" in how
+    assert kept == 65_536 * 1536 * 2 + 16_384 * 5120 * 2 == 369_098_752  # pixels (a local of V1's profile_run) + outputs
+    assert encoder_profile(tower, 1, 2, 2, images_kept=False, pixel_bytes=1)[:2] == (65_536 * (23_952 - 1536), 16_384 * 5120 * 2)
+
+
+def test_qwen35_encoder_in_the_budget_against_a_log(run_json):
+    """souspilot's vLLM 0.27.1 start of Qwen3.6-27B, TP 2 on 2 x A100-80GB, max_model_len 65536 (the log's non-default
+    args): 'Model loading took 25.69 GiB', 'Estimated CUDA graph memory: 0.96 GiB', 'Available KV cache memory:
+    44.73 GiB'. With those two logged terms, kvcalc's profile peak (the encoder's pass) and non-torch estimate leave
+    within 0.1 GiB of the log; without the encoder's pass, 0.5 GiB too much."""
+    base = (QWEN35, "--gpu", "A100-80GB", "--tp", "2", "--max-model-len", "65536", "--vllm-version", "0.27.1", "--tokens", "1")
+    pool = run_json("size", *base)["pool"]
+    off = run_json("size", *base, "--limit-mm-per-prompt", '{"image": 0, "video": 0}')["pool"]
+    assert pool["activation_bytes"] == 1_569_718_272  # the encoder's pass outgrows the sampler's 0.85 GiB + 0.34 kept
+    requested = pool["requested_bytes"] / GIB
+
+    def error(p: dict) -> float:
+        return requested - 25.69 - 0.96 - (p["activation_bytes"] + p["overhead_bytes"]) / GIB - 44.73
+
+    assert abs(error(pool)) < 0.1 and error(off) > 0.45, (error(pool), error(off))
+    video_only = run_json("size", *base, "--limit-mm-per-prompt", '{"image": 0}')
+    assert any("encoder profile run is not modelled" in n for n in video_only["notes"])

@@ -31,6 +31,33 @@ class VisionTower:
     text_hidden: int  # the decoder's width: the outputs kept in the encoder cache
     projector_tokens_per_tile: int = 0  # tokens through a two-layer MLP projector to the decoder width
     placeholder_tokens: int = 0  # prompt tokens of one item's placeholder, when more than its embeddings
+    heads: int = 0  # Qwen3-VL's block layout (qwen3_vl_layer) where set: the tower's attention heads
+    device_normalize: bool = False  # the tower normalizes on the GPU where the release does (uint8 pixels)
+
+
+def qwen3_vl_layer(t: VisionTower, seq: int, tp: int, dt: int) -> tuple[int, str]:
+    """The widest moment of a Qwen3-VL vision block over ``seq`` patches on one rank, besides the pixels
+    (vllm==0.27.1: models/qwen3_vl.py:424-475 Qwen3_VisionBlock, :715-830 the tower's forward; the attention
+    is models/qwen2_5_vl.py:345-456). Kept through every block: the position embeddings and the block's
+    input (width each) and the rotary cos and sin (head size / 2 each). Attention, at its output projection:
+    the normed input, qkv (3 x the rank's heads x head size), the q/k copy made contiguous and the rotary
+    kernel's new tensor (2 x each), the varlen FlashAttention output, the projection's output and, with TP,
+    the all-reduce's out-of-place result (pynccl: the 8 MiB custom all-reduce cap is far exceeded). The MLP:
+    the attention's residual sum and the normed input, then fc1's output and GELU's (split by TP), or GELU's,
+    fc2's and its all-reduce. The 2 x 2 merger over a quarter of the patches is narrower."""
+    hd = t.hidden // t.heads
+    d_t = t.heads // tp * hd
+    inter_t = t.inter // tp
+    reduce = t.hidden if tp > 1 else 0
+    kept = 2 * t.hidden + hd
+    moments = {
+        "attention": 2 * t.hidden + reduce + 8 * d_t,
+        "MLP fc1 + GELU": 2 * t.hidden + 2 * inter_t,
+        "MLP fc2": 3 * t.hidden + inter_t + reduce,
+    }
+    which = max(moments, key=lambda k: moments[k])
+    total = seq * (kept + moments[which]) * dt
+    return total, f"tower {which} {seq} x ({kept} kept + {moments[which]}) x {dt} B = {figure(total)}"
 
 
 def encoder_items(
@@ -48,7 +75,9 @@ def encoder_items(
     return budget, max(1, min(budget // tokens, max_num_seqs * per_prompt))
 
 
-def encoder_profile(t: VisionTower, items: int, tp: int, dtype_bytes: int, images_kept: bool) -> tuple[int, int, str]:
+def encoder_profile(
+    t: VisionTower, items: int, tp: int, dtype_bytes: int, images_kept: bool, pixel_bytes: int = 0
+) -> tuple[int, int, str]:
     """(encoder-phase peak, bytes kept under the decoder's forward, how), per GPU.
 
     - Images: the processor's output is cast to the model dtype (vllm==0.22.0: multimodal/processing/
@@ -60,19 +89,25 @@ def encoder_profile(t: VisionTower, items: int, tp: int, dtype_bytes: int, image
       features, its first output and activation (split by TP) and its full second output.
     - Kept: the outputs, items x tokens x decoder width, in the encoder cache; and the batched images
       where they are a local of V1's profile_run (``images_kept``; model runner V2 batches them inside
-      execute_mm_encoder, whose locals are gone by the decoder's pass)."""
+      execute_mm_encoder, whose locals are gone by the decoder's pass).
+    - ``pixel_bytes``: 1 where the processor hands over uint8 pixels (RuleLine.mm_device_normalize), else the
+      model dtype's. A Qwen3-VL tower (``heads`` set) takes qwen3_vl_layer's widest moment."""
     dt = dtype_bytes
     tiles = items * t.tiles_per_item
     seq = tiles * t.patches_per_tile
-    images = tiles * t.pixels_per_tile * dt
-    layer = seq * (2 * t.hidden + 2 * (t.inter // tp)) * dt
+    images = tiles * t.pixels_per_tile * (pixel_bytes or dt)
+    if t.heads:
+        layer, layer_how = qwen3_vl_layer(t, seq, tp, dt)
+    else:
+        layer = seq * (2 * t.hidden + 2 * (t.inter // tp)) * dt
+        layer_how = f"tower MLP {seq} x (2 x {t.hidden} + 2 x {t.inter // tp}) x {dt} B = {figure(layer)}"
     ptoks = tiles * t.projector_tokens_per_tile
     projector = ptoks * (t.hidden + t.text_hidden // tp + t.text_hidden) * dt
     outputs = items * t.tokens_per_item * t.text_hidden * dt
     phase = images + max(layer, projector)
     kept = outputs + (images if images_kept else 0)
     widest = (
-        f"tower MLP {seq} x (2 x {t.hidden} + 2 x {t.inter // tp}) x {dt} B = {figure(layer)}"
+        layer_how
         if layer >= projector
         else f"projector {ptoks} x ({t.hidden} + {t.text_hidden // tp} + {t.text_hidden}) x {dt} B = {figure(projector)}"
     )

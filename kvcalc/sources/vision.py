@@ -1,14 +1,20 @@
 """The vision encoders kvcalc reads from a config, as vLLM profiles them (core.mm_budget).
 
-LLaVA 1.5 and LLaVA-NeXT (CLIP tower, MLP projector) and Gemma 3 (SigLIP tower) only: their largest
-dummy image follows from config.json alone. Others (Qwen2-VL/2.5-VL's max_pixels and video frames,
-Llama 4's tiles, Pixtral, InternVL...) need the preprocessor's config or are not read: None."""
+LLaVA 1.5 and LLaVA-NeXT (CLIP tower, MLP projector) and Gemma 3 (SigLIP tower): their largest dummy
+image follows from config.json alone. Qwen3.5/3.6 (Qwen3-VL's tower without deepstack): from config.json
+and the image size the published checkpoints' preprocessor_config.json allows. Others (Qwen2-VL/2.5-VL,
+Qwen3-VL's deepstack towers, Llama 4's tiles, Pixtral, InternVL...) are not read: None."""
 
 from __future__ import annotations
 
 from kvcalc.core.mm_budget import VisionTower
 
 LLAVA_TYPES = ("llava", "llava_next")
+QWEN35_TYPES = ("qwen3_5", "qwen3_5_moe")
+# size.longest_edge of the Qwen3.5/3.6 checkpoints' preprocessor_config.json (Qwen/Qwen3.5-2B-Base and
+# Qwen/Qwen3.6-35B-A3B-FP8 as published: {"longest_edge": 16777216, "shortest_edge": 65536}); transformers'
+# class default is far smaller, so vLLM's dummy image is the checkpoint's: 4096 x 4096
+QWEN35_MAX_PIXELS = 16_777_216
 
 
 def _pos(d: object, key: str) -> int | None:
@@ -22,6 +28,8 @@ def vision_tower(arch: dict) -> VisionTower | None:
     if not isinstance(wrapper, dict):
         return None
     model_type = wrapper.get("model_type")
+    if model_type in QWEN35_TYPES:
+        return _qwen35_tower(v, _pos(arch, "hidden_size"))
     hidden, inter = _pos(v, "hidden_size"), _pos(v, "intermediate_size")
     size, patch = _pos(v, "image_size"), _pos(v, "patch_size")
     text_hidden = _pos(arch, "hidden_size")
@@ -59,3 +67,28 @@ def vision_tower(arch: dict) -> VisionTower | None:
     if best is None:
         return None
     return VisionTower("LLaVA-NeXT, CLIP tower", best[0], best[1], base + 1, pixels, hidden, inter, text_hidden, base)
+
+
+def _qwen35_tower(v: object, text_hidden: int | None) -> VisionTower | None:
+    """Qwen3.5/3.6's Qwen3-VL tower. vLLM's largest dummy image: max pixels // (patch x merge)^2 merged tokens
+    in the factor pair closest to square (vllm==0.27.1: models/qwen2_vl.py:948-999, get_image_size_with_most
+    _features; Qwen3_5ProcessingInfo inherits it, qwen3_5.py:104), each token merge^2 patches of channels x
+    temporal patch x patch^2 pixels (an image is one frame pair, qwen3_vl.py:883-942). Video's largest item
+    (its processor's 25,165,824 pixels over 2 frames: 12,288 tokens) is smaller, so images are profiled
+    (multimodal/encoder_budget.py:189-193). With deepstack layers (Qwen3-VL itself) the tower is not read."""
+    if not isinstance(v, dict) or v.get("deepstack_visual_indexes"):
+        return None
+    hidden, inter, heads = _pos(v, "hidden_size"), _pos(v, "intermediate_size"), _pos(v, "num_heads")
+    patch, merge = _pos(v, "patch_size"), _pos(v, "spatial_merge_size")
+    frames, channels = _pos(v, "temporal_patch_size") or 2, _pos(v, "in_channels") or 3
+    if None in (hidden, inter, heads, patch, merge, text_hidden) or hidden % heads:  # type: ignore[operator]
+        return None
+    assert hidden and inter and heads and patch and merge and text_hidden  # noqa: S101 - narrowed above
+    tokens = QWEN35_MAX_PIXELS // (patch * merge) ** 2
+    if not tokens:
+        return None
+    patches = tokens * merge * merge
+    pixels = patches * channels * frames * patch * patch
+    return VisionTower(
+        "Qwen3.5, Qwen3-VL tower", tokens, 1, patches, pixels, hidden, inter, text_hidden, heads=heads, device_normalize=True
+    )
