@@ -730,6 +730,18 @@ def test_flashinfer_full_graphs_carry_its_workspace_in_the_first_sample() -> Non
     assert _budget(gpu="H100-80GB", vllm_version="0.20.1", max_model_len=8192, kv_dtype="fp8")["cudagraphs"] == h100["cudagraphs"]
 
 
+def test_flashinfer_is_vllms_pick_for_an_fp8_kv_cache_on_rtx_50xx() -> None:
+    """On the sm120 family (RTX 5090, RTX PRO 6000) FLASH_ATTN refuses an FP8 KV cache ("FP8 KV cache requires FA3 on
+    SM90 or FA4 on SM100", vllm==0.27.1: v1/attention/backends/flash_attn.py:229), so vLLM takes FlashInfer; its FULL
+    graphs then carry the 394 MiB float workspace and the first wrapper's 20 MiB segment in the first sample, in
+    place of the activations' (Llama-3.1-8B on 0.24.0, whose model runner V1 serves it)."""
+    kw = dict(gpu="RTX-5090", vllm_version="0.22.0", max_model_len=8192, max_num_batched_tokens=8192)
+    bf16 = _budget(**kw)["cudagraphs"]
+    fp8 = _budget(kv_dtype="fp8", **kw)["cudagraphs"]
+    assert fp8 - bf16 == (394 + 20) * 2**20 - 2 * 512 * (3 * 14336 + 2 * 4096) * 2
+    assert _budget(kv_dtype="fp8", attention_backend="FLASH_ATTN", **kw)["cudagraphs"] == bf16
+
+
 def test_flashinfer_is_vllms_pick_on_turing_up_to_0_23() -> None:
     """On a T4 (sm75) FlashAttention is out (it needs sm80), so vLLM 0.18-0.23 takes FlashInfer, next in its order;
     from 0.24 FlashInfer's floor is sm80 and Turing gets Triton attention (docs/vllm-releases.md; RuleLine

@@ -36,15 +36,17 @@ def fa3_full_graphs(s: Settings, model: ModelSpec, plan: ParallelPlan, sm: int) 
     return model.num_attention_heads // plan.tp, model.head_dim_v
 
 
-TURING, AMPERE, ADA, BLACKWELL_DC = 75, 80, 89, 100
+TURING, AMPERE, ADA, BLACKWELL_DC, BLACKWELL_RTX = 75, 80, 89, 100, 120
 
 
 def flashinfer_full_graphs(s: Settings, model: ModelSpec, sm: int, line: RuleLine) -> bool:
     """Whether FlashInfer's decode wrappers serve the FULL graphs: asked for with --attention-backend, or
-    vLLM's pick for an FP8 KV cache on Ampere/Ada, where FLASH_ATTN (FA2 there) takes no FP8 KV cache
-    (vllm==0.24.0: v1/attention/backends/flash_attn.py:183-193, FA3 on sm90 only) and FLASHINFER is next in
+    vLLM's pick for an FP8 KV cache on Ampere/Ada and on the sm120 family (RTX 50xx, RTX PRO 6000), where
+    FLASH_ATTN takes no FP8 KV cache (vllm==0.24.0: v1/attention/backends/flash_attn.py:183-193, FA3 on sm90
+    only; vllm==0.27.1: :229, "FP8 KV cache requires FA3 on SM90 or FA4 on SM100") and FLASHINFER is next in
     the order (platforms/cuda.py:152-158; the hpml 0.19 A100/RTX A6000 logs print "Using FLASHINFER attention
-    backend" for --kv-cache-dtype fp8). On the sm100 family FlashInfer decodes through trtllm-gen, without the
+    backend" for --kv-cache-dtype fp8, a 0.27.1 start on 2 x RTX 5090 picks it out of ['FLASHINFER',
+    'TRITON_ATTN']). On the sm100 family FlashInfer decodes through trtllm-gen, without the
     wrappers (vllm==0.22.0: utils/flashinfer.py:335-347, supports_trtllm_attention). On Turing FlashInfer is
     vLLM's pick up to 0.23 (``RuleLine.flashinfer_on_turing``)."""
     if model.mla or BLACKWELL_DC <= sm < BLACKWELL_DC + 10:
@@ -53,7 +55,8 @@ def flashinfer_full_graphs(s: Settings, model: ModelSpec, sm: int, line: RuleLin
         return s.attention_backend == "FLASHINFER"
     if TURING <= sm < AMPERE:
         return line.flashinfer_on_turing
-    return AMPERE <= sm <= ADA and s.kv_dtype.startswith("fp8")
+    fa2_only = AMPERE <= sm <= ADA or BLACKWELL_RTX <= sm < BLACKWELL_RTX + 10
+    return fa2_only and s.kv_dtype.startswith("fp8")
 
 
 def cudagraph_term(
