@@ -182,3 +182,17 @@ def test_qwen35_encoder_in_the_budget_against_a_log(run_json):
     assert abs(error(pool)) < 0.1 and error(off) > 0.45, (error(pool), error(off))
     video_only = run_json("size", *base, "--limit-mm-per-prompt", '{"image": 0}')
     assert any("encoder profile run is not modelled" in n for n in video_only["notes"])
+
+
+def test_malformed_tower_fields_are_data_not_crashes(tmp_path, run):
+    """Found by a fuzz sweep: a boolean num_heads in a Qwen3.5 vision_config (bool is an int to Python) and an
+    image_grid_pinpoints that is not a list had raised inside kvcalc; the tower is now left unread, with a note."""
+    qwen = json.loads(Path(QWEN35).read_text())
+    qwen["vision_config"]["num_heads"] = True
+    llava = json.loads(Path(LLAVA).read_text())
+    llava["image_grid_pinpoints"] = 3
+    for name, cfg in (("qwen.json", qwen), ("llava.json", llava)):
+        path = tmp_path / name
+        path.write_text(json.dumps(cfg))
+        code, out, err = run("size", str(path), "--gpu", "A100-80GB", "--tokens", "10")
+        assert code == 0 and "Traceback" not in err and "internal error" not in err, err

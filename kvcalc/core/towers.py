@@ -170,7 +170,7 @@ def qwen3_vl_tower_params(a: dict, tp: int) -> int:
     if not isinstance(v, dict) or not _wrapped_by(a, VIDEO_TOWER_PREFIXES):
         return 0
     keys = ("hidden_size", "intermediate_size", "num_heads", "depth", "patch_size", "out_hidden_size", "num_position_embeddings")
-    if not all(isinstance(v.get(k), int) and v[k] > 0 for k in keys):
+    if not all(isinstance(v.get(k), int) and not isinstance(v[k], bool) and v[k] > 0 for k in keys):
         return 0
     h, out = _get(v, "hidden_size"), _get(v, "out_hidden_size")
     hm = h * _get(v, "spatial_merge_size", default=2) ** 2

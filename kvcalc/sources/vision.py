@@ -55,7 +55,8 @@ def vision_tower(arch: dict) -> VisionTower | None:
     # removed, so grid rows x cols tiles of side x side features, a newline per feature row, and the base
     # image (vllm==0.10.2: models/llava_next.py:90-176, get_image_size_with_most_features over the pinpoints)
     best: tuple[int, int] | None = None
-    for pin in wrapper.get("image_grid_pinpoints") or ():
+    pins = wrapper.get("image_grid_pinpoints")
+    for pin in pins if isinstance(pins, list) else ():
         if not (isinstance(pin, list) and len(pin) == 2 and all(isinstance(x, int) and x > 0 for x in pin)):
             return None
         rows, cols = pin[0] // size, pin[1] // size
