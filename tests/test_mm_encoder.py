@@ -165,6 +165,14 @@ def test_qwen35_tower_peak_by_hand():
     assert encoder_profile(tower, 1, 2, 2, images_kept=False, pixel_bytes=1)[:2] == (65_536 * (23_952 - 1536), 16_384 * 5120 * 2)
 
 
+def test_qwen35_pixels_are_uint8_from_0_32(run_json):
+    """vLLM 0.32 gives Qwen3-VL's towers GPU-side normalization (qwen3_vl.py:1964, not in 0.31.0): the processor hands
+    over uint8 pixels, 1 B per value instead of 2. Under model runner V2 (0.29+) the encoder's pass is the peak."""
+    base = (QWEN35, "--gpu", "A100-80GB", "--tp", "2", "--max-model-len", "65536", "--tokens", "1")
+    act = {v: run_json("size", *base, "--vllm-version", v)["pool"]["activation_bytes"] for v in ("0.31.0", "0.32.0")}
+    assert act == {"0.31.0": 65_536 * 23_952, "0.32.0": 65_536 * (23_952 - 1536)}
+
+
 def test_qwen35_encoder_in_the_budget_against_a_log(run_json):
     """souspilot's vLLM 0.27.1 start of Qwen3.6-27B, TP 2 on 2 x A100-80GB, max_model_len 65536 (the log's non-default
     args): 'Model loading took 25.69 GiB', 'Estimated CUDA graph memory: 0.96 GiB', 'Available KV cache memory:

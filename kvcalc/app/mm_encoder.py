@@ -80,6 +80,9 @@ def encoder_term(
             return None  # images off, video on: vLLM profiles a video item, whose pass kvcalc does not model
         return 0, 0, "images off (--limit-mm-per-prompt or --language-model-only): no encoder pass"
     budget, items = encoder_items(tower, mnbt, max_num_seqs, max_model_len, limit, line.mm_budget_placeholder)
-    pixel_bytes = 1 if tower.device_normalize and line.mm_device_normalize else 0  # uint8 pixels, normalized on the GPU
+    from kvcalc.core.vllm_rules import parse_release
+
+    release = parse_release(str(s.vllm_version).strip())
+    pixel_bytes = 1 if tower.uint8_from and release >= tower.uint8_from else 0  # uint8 pixels, normalized on the GPU
     phase, kept, how = encoder_profile(tower, items, tp, dtype_bytes, not v2_runner, pixel_bytes)
     return phase, kept, f"encoder budget {budget} tokens, {how}"

@@ -32,7 +32,9 @@ class VisionTower:
     projector_tokens_per_tile: int = 0  # tokens through a two-layer MLP projector to the decoder width
     placeholder_tokens: int = 0  # prompt tokens of one item's placeholder, when more than its embeddings
     heads: int = 0  # Qwen3-VL's block layout (qwen3_vl_layer) where set: the tower's attention heads
-    device_normalize: bool = False  # the tower normalizes on the GPU where the release does (uint8 pixels)
+    # the first release whose processor hands this tower uint8 pixels, normalized on the GPU
+    # (supports_mm_device_do_normalize); () where none does
+    uint8_from: tuple[int, ...] = ()
 
 
 def qwen3_vl_layer(t: VisionTower, seq: int, tp: int, dt: int) -> tuple[int, str]:
@@ -90,8 +92,8 @@ def encoder_profile(
     - Kept: the outputs, items x tokens x decoder width, in the encoder cache; and the batched images
       where they are a local of V1's profile_run (``images_kept``; model runner V2 batches them inside
       execute_mm_encoder, whose locals are gone by the decoder's pass).
-    - ``pixel_bytes``: 1 where the processor hands over uint8 pixels (RuleLine.mm_device_normalize), else the
-      model dtype's. A Qwen3-VL tower (``heads`` set) takes qwen3_vl_layer's widest moment."""
+    - ``pixel_bytes``: 1 where the processor hands over uint8 pixels (VisionTower.uint8_from), else the model
+      dtype's. A Qwen3-VL tower (``heads`` set) takes qwen3_vl_layer's widest moment."""
     dt = dtype_bytes
     tiles = items * t.tiles_per_item
     seq = tiles * t.patches_per_tile

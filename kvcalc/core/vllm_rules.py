@@ -258,9 +258,6 @@ class RuleLine:
     # multimodal/registry.py get_max_tokens_per_item_by_modality -> profiling.get_mm_max_contiguous_tokens; the same
     # in 0.10.2 and 0.11.0); from 0.13 only its embeddings (vllm==0.13.0: profiler.get_mm_max_tokens, num_embeds)
     mm_budget_placeholder: bool = False
-    # Qwen3-VL's towers (Qwen3.5/3.6 too) normalize images on the GPU, so the processor hands over uint8 pixels
-    # (supports_mm_device_do_normalize: vllm==0.32.0 model_executor/models/qwen3_vl.py:1964; not in 0.31.0)
-    mm_device_normalize: bool = False
 
     @property
     def label(self) -> str:
@@ -328,7 +325,6 @@ _BASE = dict(
     cuda13_wheel=True,
     yarn_len_from_original=False,
     mm_budget_placeholder=False,
-    mm_device_normalize=True,
 )
 
 
@@ -343,8 +339,7 @@ def _line(first: Release, last: Release, **changes: object) -> RuleLine:
 # "warmup params" pass with the fp32 pipeline (SAMPLER_V2_WARMUP: 14 B with FlashInfer's top-k/top-p)
 _V2_DUMMY = dict(sampler_path=SAMPLER_V2_DUMMY, sampler_bytes=2)
 _V0_22 = dict(
-    batch_defaults=BATCH_160GIB, log=LOG_COMBINED, float_kv_mismatch=False, yarn_len_from_original=True,
-    mm_device_normalize=False, **_V2_DUMMY
+    batch_defaults=BATCH_160GIB, log=LOG_COMBINED, float_kv_mismatch=False, yarn_len_from_original=True, **_V2_DUMMY
 )
 # model runner V2 is the CUDA default from 0.29.0 (vllm==0.29.0: config/vllm.py:645-677); before, V1 for most models
 _V0_28 = dict(
@@ -398,8 +393,7 @@ _V0_8_1 = dict(_V0_8_2, fit_check=FIT_MIN_ALL)
 
 LINES: tuple[RuleLine, ...] = (
     _line((0, 33, 0), OPEN),
-    _line((0, 32, 0), (0, 32, 99), batch_defaults=BATCH_160GIB, float_kv_mismatch=False, **_V2_DUMMY),
-    _line((0, 30, 0), (0, 31, 99), batch_defaults=BATCH_160GIB, float_kv_mismatch=False, mm_device_normalize=False, **_V2_DUMMY),
+    _line((0, 30, 0), (0, 32, 99), batch_defaults=BATCH_160GIB, float_kv_mismatch=False, **_V2_DUMMY),
     _line((0, 29, 0), (0, 29, 99), **_V0_22),
     _line((0, 28, 0), (0, 28, 99), **_V0_28, v2_default_archs=V2_ARCHS_0_28, v2_default_rule=V2_LISTED_OR_DENSE),
     _line((0, 27, 0), (0, 27, 99), **_V0_27, v2_default_archs=V2_ARCHS_0_27, v2_default_rule=V2_LISTED_OR_DENSE),

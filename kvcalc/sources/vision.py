@@ -15,6 +15,10 @@ QWEN35_TYPES = ("qwen3_5", "qwen3_5_moe")
 # Qwen/Qwen3.6-35B-A3B-FP8 as published: {"longest_edge": 16777216, "shortest_edge": 65536}); transformers'
 # class default is far smaller, so vLLM's dummy image is the checkpoint's: 4096 x 4096
 QWEN35_MAX_PIXELS = 16_777_216
+# Qwen3-VL's towers take uint8 pixels and normalize on the GPU from 0.32 (supports_mm_device_do_normalize:
+# vllm==0.32.0 model_executor/models/qwen3_vl.py:1964, not in 0.31.0; the processor then skips rescale and
+# normalize, config/multimodal.py:725-735, and vLLM casts only floating outputs, processing/context.py:366)
+QWEN3_VL_UINT8_FROM = (0, 32, 0)
 
 
 def _pos(d: object, key: str) -> int | None:
@@ -91,5 +95,6 @@ def _qwen35_tower(v: object, text_hidden: int | None) -> VisionTower | None:
     patches = tokens * merge * merge
     pixels = patches * channels * frames * patch * patch
     return VisionTower(
-        "Qwen3.5, Qwen3-VL tower", tokens, 1, patches, pixels, hidden, inter, text_hidden, heads=heads, device_normalize=True
+        "Qwen3.5, Qwen3-VL tower", tokens, 1, patches, pixels, hidden, inter, text_hidden, heads=heads,
+        uint8_from=QWEN3_VL_UINT8_FROM,
     )
