@@ -204,3 +204,45 @@ def test_malformed_tower_fields_are_data_not_crashes(tmp_path, run):
         path.write_text(json.dumps(cfg))
         code, out, err = run("size", str(path), "--gpu", "A100-80GB", "--tokens", "10")
         assert code == 0 and "Traceback" not in err and "internal error" not in err, err
+
+
+QWEN25VL_3B = str(Path(__file__).parent / "data" / "vllm-budget" / "configs" / "qwen2.5-vl-3b-instruct.json")
+QWEN25VL_7B = str(Path(__file__).parent / "data" / "vllm-budget" / "configs" / "qwen2.5-vl-7b-instruct.reconstructed.json")
+
+
+def test_qwen25_vl_tower_and_mrope_table_in_the_weights(run_json):
+    """Qwen2.5-VL's vision tower (width 1280, 16 heads, MLP 3420 gated, depth 32, patch 14, merge 2), by hand at TP 1:
+    block 2 x 1280 (RMSNorms) + qkv 1280 x 3840 + 3840 + proj 1280^2 + 1280 + gate/up 1280 x 6840 + 6840 + down
+    3420 x 1280 + 1280 = 19,702,200, x 32 = 630,470,400; patch 3 x 2 x 14^2 x 1280 = 1,505,280; merger 1280 +
+    5120^2 + 5120 + 5120 x out + out (3B: out 2048; 7B: 3584). Its multimodal RoPE table: 4 x 128,000 positions x 128
+    x 2 B (vLLM enlarges mrope's table 4 times for video positions). With both, the weights come within 0.01 GiB of
+    three public starts: the 3B on an L4 (0.11.0, 'Model loading took 7.1550 GiB'; 0.15.0, '7.16 GiB') and the 7B on
+    an L4 (a Red Hat 0.9.0.1 build, '15.6271 GiB')."""
+    from kvcalc.core.towers import qwen25_vl_tower_params
+
+    blocks, patch = 32 * 19_702_200, 3 * 2 * 14 * 14 * 1280
+    for config, out in ((QWEN25VL_3B, 2048), (QWEN25VL_7B, 3584)):
+        merger = 1280 + 5120 * 5120 + 5120 + 5120 * out + out
+        assert qwen25_vl_tower_params(resolve(config).spec.arch, 1) == blocks + patch + merger
+    data = Path(__file__).parent / "data" / "vllm-budget"
+    for config, version, log, logged in (
+        (QWEN25VL_3B, "0.11.0", "qwen25vl-raydocs-3b-l4-8k-0.11.0.log", "7.1550"),
+        (QWEN25VL_3B, "0.15.0", "qwen25vl-anyscale-3b-l4-4k-0.15.0.log", "7.16"),
+        (QWEN25VL_7B, "0.9.2", "qwen25vl-tsailiming-7b-l4-2k-0.9.0.1.log", "15.6271"),
+    ):
+        assert f"Model loading took {logged} GiB" in (data / log).read_text()
+        pool = run_json("size", config, "--gpu", "L4", "--vllm-version", version, "--max-model-len", "2048", "--tokens", "1")["pool"]
+        assert abs(pool["weights_bytes_per_rank"] / GIB - float(logged)) < 0.01, (log, pool["weights_bytes_per_rank"] / GIB)
+    table = 4 * 128_000 * 128 * 2
+    budget = run_json("size", QWEN25VL_3B, "--gpu", "L4", "--vllm-version", "0.11.0", "--tokens", "1")["pool"]["budget"][0]
+    assert f"{table:,} B" in next(t["source"] for t in budget if t["term"].startswith("- weights"))
+
+
+def test_qwen35_mrope_table_shrinks_from_0_32(run_json):
+    """Qwen3.5/3.6's full-attention layers take multimodal RoPE (an mrope_section; 256-wide heads, partial rotary
+    factor 0.25: 64 rotary dims). vLLM enlarges the table 4 times for video positions; from 0.32 Qwen3-VL's family
+    passes a factor of 1 unless video pruning is on (vllm==0.32.0: models/qwen3_vl.py:1818-1825): 262,144 x 3 x 64
+    x 2 B less on every rank."""
+    w = {v: run_json("size", "qwen3.5-27b", "--gpu", "A100-80GB", "--tp", "2", "--vllm-version", v, "--tokens", "1")["pool"]
+         ["weights_bytes_per_rank"] for v in ("0.31.0", "0.32.0")}
+    assert w["0.31.0"] - w["0.32.0"] == 262_144 * 3 * 64 * 2

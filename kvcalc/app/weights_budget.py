@@ -46,8 +46,12 @@ def _target_weights(
     if s.dtype not in (None, "auto") and dtype_bytes and dtype_bytes != MODEL_DTYPES[model.dtype]:
         dtype = next(name for name, size in MODEL_DTYPES.items() if size == dtype_bytes)
     ep = plan.tp * plan.dp if s.enable_expert_parallel and vllm_extras else None
+    from kvcalc.core.towers import mrope_rows_factor
+    from kvcalc.core.vllm_rules import parse_release
+
     kw: dict[str, Any] = dict(mxfp4_kernel=mxfp4, dtype=dtype, vllm_extras=vllm_extras, fp8_marlin=fp8_marlin,
-                              towers_off=vllm_extras and towers_off(s, model), expandable=bool(s.expandable_segments))
+                              towers_off=vllm_extras and towers_off(s, model), expandable=bool(s.expandable_segments),
+                              mrope_factor=mrope_rows_factor(model.arch, parse_release(str(s.vllm_version).strip())))
     est = estimate_weights(model, plan, quant, expert_ranks=ep, **kw)
     one = lambda m, tp: estimate_weights(m, ParallelPlan(tp=tp), quant, expert_ranks=ep, **kw).bytes_per_stage[0]  # noqa: E731
     how_tail = f"; experts whole across {ep} ranks (expert parallelism)" if ep else ""

@@ -21,11 +21,16 @@ Release = tuple[int, ...]
 # gemma3_mm.py:525, llava_next.py:271; Qwen3.5 from its first release, vllm==0.19.0: qwen3_5.py:597, :821),
 # where Gemma 3 and LLaVA-NeXT built it whatever the limits before (vllm==0.14.0: gemma3_mm.py, llava_next.py).
 # the wrappers whose tower takes images and videos (Qwen3-VL's vision transformer); the others take images only
-VIDEO_TOWER_PREFIXES = ("Qwen3VL", "Qwen3_5")
+VIDEO_TOWER_PREFIXES = ("Qwen3VL", "Qwen3_5", "Qwen2_5_VL")
+QWEN3_VL_FAMILY = ("Qwen3VL", "Qwen3_5")
+# multimodal RoPE's table rows per max_position_embeddings (vllm==0.27.1: layers/rotary_embedding/mrope.py:274,
+# "we enlarge max_position_embeddings to 4 times" for Qwen2.5-VL's video positions; 0.11.0: :241); from 0.32
+# Qwen3-VL's family passes 1 unless video pruning is on (vllm==0.32.0: models/qwen3_vl.py:1818-1825)
+MROPE_FACTOR, MROPE_FACTOR_ONE_FROM = 4, (0, 32, 0)
 
 
 def _wrapped_by(a: dict, prefixes: tuple[str, ...]) -> bool:
-    archs = a.get("wrapper_architectures")
+    archs = a.get("wrapper_architectures") or a.get("architectures")  # a flat config (Qwen2.5-VL) names its own
     return isinstance(archs, list) and any(str(x).startswith(prefixes) for x in archs)
 
 
@@ -41,6 +46,7 @@ TOWER_SKIPPED_FROM: tuple[tuple[str, Release], ...] = (
     ("Qwen3_5", (0, 11, 0)),
     ("LlavaNextForConditionalGeneration", (0, 15, 0)),
     ("Gemma3ForConditionalGeneration", (0, 15, 0)),
+    ("Qwen2_5_VL", (0, 15, 0)),
 )
 
 
@@ -181,3 +187,33 @@ def qwen3_vl_tower_params(a: dict, tp: int) -> int:
     embeddings = patch + _get(v, "num_position_embeddings") * h
     layers = _get(v, "depth") * _vit_layer_params(h, _get(v, "num_heads"), _get(v, "intermediate_size"), tp)
     return layers + embeddings + 2 * h + merger + deep_n * (2 * hm + merger)
+
+
+def qwen25_vl_tower_params(a: dict, tp: int) -> int:
+    """Qwen2.5-VL's vision transformer on one TP rank (vllm==0.23.0: models/qwen2_5_vl.py:309-345 the MLP,
+    :347-390 the attention, :472-530 the block, :534-560 the patch embed, :570-613 the merger, :616-700 the
+    tower): the patch Conv3d without bias; each of `depth` blocks: two RMSNorms (weight only), qkv (heads split,
+    with biases), proj (input split, bias whole), the merged gate/up projection (output split, with biases) and
+    down (input split, bias whole); the merger: an RMSNorm over the vision width, fc1 (width x merge^2, output
+    split, with bias) and fc2 (input split, out_hidden_size, with bias). Rotary position embedding, no learned
+    table. 0 without a full vision_config."""
+    v = a.get("vision_config")
+    if not isinstance(v, dict) or not _wrapped_by(a, ("Qwen2_5_VL",)):
+        return 0
+    keys = ("hidden_size", "intermediate_size", "num_heads", "depth", "patch_size", "out_hidden_size")
+    if not all(isinstance(v.get(k), int) and not isinstance(v[k], bool) and v[k] > 0 for k in keys):
+        return 0
+    h, heads, inter, out = _get(v, "hidden_size"), _get(v, "num_heads"), _get(v, "intermediate_size"), _get(v, "out_hidden_size")
+    local, it = max(heads // tp, 1) * (h // heads), inter // tp
+    block = 2 * h + h * 3 * local + 3 * local + local * h + h + h * 2 * it + 2 * it + it * h + h
+    channels = _get(v, "in_chans", default=0) or _get(v, "in_channels", default=3)
+    patch = channels * _get(v, "temporal_patch_size", default=2) * _get(v, "patch_size") ** 2 * h
+    hm = h * _get(v, "spatial_merge_size", default=2) ** 2
+    merger = h + hm * (hm // tp) + hm // tp + (hm // tp) * out + out
+    return _get(v, "depth") * block + patch + merger
+
+
+def mrope_rows_factor(a: dict, release: Release) -> int:
+    """Rows of a multimodal-RoPE table per position for this wrapper at ``release`` (MROPE_FACTOR above)."""
+    one = _wrapped_by(a, QWEN3_VL_FAMILY) and tuple(release) >= MROPE_FACTOR_ONE_FROM
+    return 1 if one else MROPE_FACTOR

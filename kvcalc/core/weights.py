@@ -31,7 +31,13 @@ from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan, pp_ranges
 from kvcalc.core.quant import quant_bytes
 from kvcalc.core.record import record
-from kvcalc.core.towers import gemma3_siglip_params, llama4_vision_params, llava_clip_params, qwen3_vl_tower_params
+from kvcalc.core.towers import (
+    gemma3_siglip_params,
+    llama4_vision_params,
+    llava_clip_params,
+    qwen3_vl_tower_params,
+    qwen25_vl_tower_params,
+)
 from kvcalc.core.weight_tensors import stage_slack
 from kvcalc.errors import ConfigError
 
@@ -141,7 +147,8 @@ LLAMA4_TYPES = ("llama4_text", "llama4")
 # Granite 4.0 (granitemoehybrid) the same, when position_embedding_type is "rope" (vllm==0.11.0:
 # models/granitemoehybrid.py:254-262).
 ROPE_TABLE_TYPES = (
-    "llama", "llama4_text", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "gemma2", "mistral", "granitemoehybrid"
+    "llama", "llama4_text", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "gemma2", "mistral", "granitemoehybrid",
+    "qwen2_5_vl", "qwen3_5_text", "qwen3_5_moe_text",
 )
 ROPE_TABLE_KINDS = ("default", "llama3")
 GEMMA3_TYPES = ("gemma3", "gemma3_text")
@@ -203,13 +210,15 @@ def yarn_table_bytes(model: ModelSpec, a: dict) -> int:
     return int(orig * factor) * model.head_dim * 4
 
 
-def rope_table_bytes(model: ModelSpec, a: dict, dt: int) -> tuple[int, str]:
+def rope_table_bytes(model: ModelSpec, a: dict, dt: int, mrope_factor: int = 4) -> tuple[int, str]:
     """The RoPE cos/sin table vLLM keeps on the GPU as a buffer of the model (not a checkpoint
     tensor, but allocated while loading, so "Model loading took" counts it): max_position_embeddings
     x rotary_dim elements (cos and sin halves), cast to the model dtype (vllm==0.19.0:
     model_executor/layers/rotary_embedding/base.py:58-63, :83-92). One table per process:
     get_rope caches it by its arguments, so every layer shares it (rotary_embedding/__init__.py:68-78).
-    gpt-oss: the fp32 YaRN table (yarn_table_bytes). Types and RoPE kinds not read: 0."""
+    gpt-oss: the fp32 YaRN table (yarn_table_bytes). Multimodal RoPE (an mrope_section: Qwen2.5-VL, Qwen3.5/3.6):
+    ``mrope_factor`` x max_position_embeddings rows (core.towers.mrope_rows_factor), its partial rotary factor
+    where the config gives it, in the RoPE parameters too. Types and RoPE kinds not read: 0."""
     if model.model_type == "gpt_oss":
         table = yarn_table_bytes(model, a)
         return table, f"fp32 YaRN table {table:,} B" if table else ""
@@ -223,10 +232,14 @@ def rope_table_bytes(model: ModelSpec, a: dict, dt: int) -> tuple[int, str]:
         return 0, ""
     rope = a.get("rope_scaling") if a.get("rope_scaling") is not None else a.get("rope_parameters")
     kind = str(rope.get("rope_type") or rope.get("type") or "default") if isinstance(rope, dict) else "default"
-    prf = a.get("partial_rotary_factor", 1.0)
-    if not isinstance(prf, (int, float)) or not 0 < prf <= 1:
+    mrope = isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list) or kind == "mrope"
+    prf = a.get("partial_rotary_factor", rope.get("partial_rotary_factor", 1.0) if isinstance(rope, dict) else 1.0)
+    if isinstance(prf, bool) or not isinstance(prf, (int, float)) or not 0 < prf <= 1:
         return 0, ""
     positions, rot = _get(a, "max_position_embeddings", default=8192), int(model.head_dim * prf)
+    if mrope:
+        table = positions * mrope_factor * rot * dt
+        return table, f"multimodal RoPE cos/sin table {mrope_factor} x {positions:,} positions x {rot} x {dt} B = {table:,} B"
     # Gemma 3's sliding layers build their own table, default RoPE at rope_local_base_freq, beside the global
     # layers' (a second get_rope key; vllm==0.19.0: models/gemma3.py:168-186, max_position at :250)
     local = positions if gemma3 and model.count("sliding") > 0 else 0
@@ -255,12 +268,14 @@ def _linear_rows(rope: object, positions: int) -> int:
     return sum(int(positions * f) for f in factors)
 
 
-def _stage_extras(model: ModelSpec, a: dict, tp: int, dt: int, towers_off: bool = False) -> tuple[int, int, str]:
+def _stage_extras(
+    model: ModelSpec, a: dict, tp: int, dt: int, towers_off: bool = False, mrope_factor: int = 4
+) -> tuple[int, int, str]:
     """Bytes every PP stage holds besides its decoder layers (the RoPE table, Llama 4's vision tower,
     which vLLM builds on every rank: mllama4.py:758-770; LLaVA's CLIP tower, likewise: vllm==0.10.2
     llava.py:538-552, llava_next.py:253-265), the vision parameters of the whole model, and how.
     ``towers_off``: vLLM skips the tower (every limit of its modalities 0: core.towers.tower_skipped)."""
-    table, how = rope_table_bytes(model, a, dt)
+    table, how = rope_table_bytes(model, a, dt, mrope_factor)
     if towers_off:
         return table, 0, ", ".join(x for x in (how, "no vision tower (every modality limit 0)") if x)
     vision, h = a.get("vision_config"), _get(a, "hidden_size")
@@ -270,6 +285,7 @@ def _stage_extras(model: ModelSpec, a: dict, tp: int, dt: int, towers_off: bool 
         ("SigLIP vision tower", lambda t: gemma3_siglip_params(a, h, t), "TP-sharded"),
         ("CLIP vision tower", lambda t: llava_clip_params(a, h, t), "TP-sharded"),
         ("Qwen3-VL vision tower", lambda t: qwen3_vl_tower_params(a, t), "TP-sharded"),
+        ("Qwen2.5-VL vision tower", lambda t: qwen25_vl_tower_params(a, t), "TP-sharded"),
         # transformers' module through AutoModel: whole on every rank (vllm==0.33.0: gemma4_mm.py:1102)
         ("Gemma 4 vision tower", lambda t: gemma4_vision_params(a, h), "whole on every GPU"),
     )
@@ -292,6 +308,7 @@ def estimate_weights(
     fp8_marlin: bool = False,
     towers_off: bool = False,
     expandable: bool = False,
+    mrope_factor: int = 4,
 ) -> WeightEstimate:
     """Parameters of the whole model and bytes per GPU of each PP stage (computed once per
     model, TP size, PP split and quantization). ``expert_ranks``: the ranks MoE experts are
@@ -302,11 +319,12 @@ def estimate_weights(
     code allocates while loading beside the decoder (its RoPE table, Llama 4's vision tower:
     ``_stage_extras``); False for SGLang, whose tables kvcalc.core.sglang.rope_cache_bytes counts.
     ``towers_off``: vLLM builds no vision tower (core.towers.tower_skipped). ``expandable``: PyTorch's allocator runs
-    with expandable segments, which split every block (core.allocator): no segment slack."""
+    with expandable segments, which split every block (core.allocator): no segment slack. ``mrope_factor``: rows per
+    position of a multimodal-RoPE table (core.towers.mrope_rows_factor)."""
     # ``arch`` is left out of a model's ==/hash: its identity is part of the key (the
     # cached model keeps it alive, so the id cannot be reused while the entry exists)
     return _estimate(model, id(model.arch), plan.tp, plan.pp, plan.pp_layers, quantization, mxfp4_kernel, dtype, vllm_extras, expert_ranks, fp8_marlin,
-                     towers_off, expandable)
+                     towers_off, expandable, mrope_factor)
 
 
 @lru_cache(maxsize=256)
@@ -337,7 +355,7 @@ def _estimate(
     vllm_extras: bool = True,
     expert_ranks: int | None = None,
     fp8_marlin: bool = False,
-    towers_off: bool = False, expandable: bool = False,
+    towers_off: bool = False, expandable: bool = False, mrope_factor: int = 4,
 ) -> WeightEstimate:
     a = model.arch
     h = _get(a, "hidden_size", "d_model", "n_embd")
@@ -381,12 +399,12 @@ def _estimate(
         per_layer_bytes = [2 * b for b in per_layer_bytes]
     ranges = pp_ranges(model.num_layers, pp, pp_layers)
     out = []
-    table, vision_params, extra_how = _stage_extras(model, a, tp, dt, towers_off) if vllm_extras else (0, 0, "")
+    table, vision_params, extra_how = _stage_extras(model, a, tp, dt, towers_off, mrope_factor) if vllm_extras else (0, 0, "")
     total += vision_params
     # what PyTorch's allocator counts beyond the tensors' sizes (core/weight_tensors.py): unquantized decoders
     # (Gemma 4: its tensor list, weight_tensors, is not modelled)
     plain = vllm_extras and not expandable and not model.encoder_decoder and linear_b == expert_b == dt and not mxfp4 and model.model_type not in (*GEMMA4_TEXT_TYPES, "nemotron_h")
-    dims = (h, vocab, _get(a, *EXPERT_KEYS), gated_mlp(model, a), rope_table_bytes(model, a, dt)[0])
+    dims = (h, vocab, _get(a, *EXPERT_KEYS), gated_mlp(model, a), rope_table_bytes(model, a, dt, mrope_factor)[0])
     for s, (start, end) in enumerate(ranges):
         b = sum(per_layer_bytes[start:end]) + table
         if plain:

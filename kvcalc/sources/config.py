@@ -59,7 +59,7 @@ REVIEWED_TYPES = frozenset(
         "qwen3_5",
         "qwen3_5_text",
         "qwen3_5_moe",
-        "qwen3_5_moe_text",
+        "qwen3_5_moe_text", "qwen2_5_vl",  # Qwen2.5-VL: a Qwen2 decoder with multimodal RoPE (core.weights), its tower
         "phi3",
         "gemma",
         "gemma2",
