@@ -246,3 +246,64 @@ def test_qwen35_mrope_table_shrinks_from_0_32(run_json):
     w = {v: run_json("size", "qwen3.5-27b", "--gpu", "A100-80GB", "--tp", "2", "--vllm-version", v, "--tokens", "1")["pool"]
          ["weights_bytes_per_rank"] for v in ("0.31.0", "0.32.0")}
     assert w["0.31.0"] - w["0.32.0"] == 262_144 * 3 * 64 * 2
+
+
+def test_qwen25_vl_items_by_max_model_len():
+    """Qwen2.5-VL's largest image: the checkpoints' max_pixels 12,845,056 // 28^2 = 16,384 tokens (65,536 patches of
+    3 x 2 x 14 x 14 values). Its dummy video takes the most 3584^2 frames whose tokens fit in max_model_len, two per
+    temporal patch, at most 14 (vllm==0.23.0: models/qwen2_vl.py:1029-1065): 16,384 tokens below 32,768, 32,768 at
+    32,768, 7 x 16,384 = 114,688 at the default 128,000, which a public 0.23.0 start prints."""
+    from kvcalc.core.mm_budget import video_item_tokens
+
+    tower = vision_tower(resolve(QWEN25VL_7B).spec.arch)
+    assert tower is not None and tower.tokens_per_item == 16_384 and tower.patches_per_tile == 65_536
+    assert tower.pixels_per_tile == 65_536 * 1176
+    assert [video_item_tokens(tower, n) for n in (4096, 32_768, 128_000, 10**9)] == [16_384, 32_768, 114_688, 114_688]
+    log = (Path(__file__).parent / "data" / "vllm-budget" / "qwen25vl-7b-a100-u022-0.23.0.log").read_text()
+    assert "budget of 114688 tokens, and profiled with 1 video items" in log
+
+
+def test_qwen25_vl_tower_peak_by_release(run_json):
+    """Qwen2.5-VL's blocks over 65,536 patches, bf16, per patch (width 1280, 16 heads of 80, MLP 3420, rotary rows 40;
+    pixels 1176 values). Kept through every block: the pixels, the window index and its reverse (4 B), the block's
+    input (2560 B) and the rotary rows: fp32 (160 B) in 0.11, a cached bf16 cos and sin plus a copy (320 B) from 0.12.
+    - 0.15-0.27 at down_proj: 2352 + 320 + 4 + 2560 + attention output, fused-norm output, new residual and down's
+      output (4 x 2560) + gate/up and the activation 3 x 3420 x 2 / TP + the all-reduce's 2560 at TP 2: 35,996 at TP 1,
+      28,296 at TP 2;
+    - 0.11.0 at the fp32 rotary: 2352 + 160 + 4 + 2560 + norm 2560 + cos and sin fp32 320 + qkv, q/k/v copies, their
+      concatenation and the bf16 result (10 x 1280 x 2 / TP) + the fp32 copy and output (4 x 1280 x 4 / TP): 54,036 at
+      TP 1, 30,996 at TP 2;
+    - 0.12-0.14 at the native SiLU-and-mul: 2352 + 320 + 4 + 2560 + 3 x 2560 + gate/up, SiLU and product 4 x 3420 x 2:
+      40,276 at TP 1;
+    - from 0.30 the pixels are uint8 (1176 B less): 34,820 at TP 1.
+    Images only (the video limit 0), max_model_len 8192."""
+    base = (QWEN25VL_7B, "--gpu", "A100-80GB", "--max-model-len", "8192", "--limit-mm-per-prompt", '{"video": 0}', "--tokens", "1")
+    want = {("0.15.0", "1"): 35_996, ("0.23.0", "2"): 28_296, ("0.11.0", "1"): 54_036, ("0.11.0", "2"): 30_996,
+            ("0.12.0", "1"): 40_276, ("0.33", "1"): 34_820}
+    for (version, tp), per_patch in want.items():
+        pool = run_json("size", *base, "--vllm-version", version, "--tp", tp)["pool"]
+        assert pool["activation_bytes"] == 65_536 * per_patch, (version, tp)
+
+
+def test_qwen25_vl_budget_against_logs(run_json):
+    """Three public Qwen2.5-VL starts, whole prediction (weights, the encoder's pass, non-torch; no CUDA graphs before
+    0.20): 3B on an L4, 0.11.0, 8192, 2048 batched tokens, native sampler: 'Available KV cache memory: 9.26 GiB';
+    0.15.0, 4096: '10.43 GiB'; and the 7B on an A100-80GB at util 0.22 with the default 128,000-token context, whose
+    114,688-token video leaves '-14.28 GiB' and the start fails: kvcalc refuses it too."""
+    data = Path(__file__).parent / "data" / "vllm-budget"
+    for log, logged, args in (
+        ("qwen25vl-raydocs-3b-l4-8k-0.11.0.log", 9.26, (QWEN25VL_3B, "--gpu", "L4", "--vllm-version", "0.11.0",
+         "--max-model-len", "8192", "--usage-context", "llm", "--sampler", "native", "--compile-cache", "warm")),
+        ("qwen25vl-anyscale-3b-l4-4k-0.15.0.log", 10.43, (QWEN25VL_3B, "--gpu", "L4", "--vllm-version", "0.15.0",
+         "--max-model-len", "4096", "--usage-context", "llm")),
+        ("qwen25vl-7b-a100-u022-0.23.0.log", -14.28, (QWEN25VL_7B, "--gpu", "A100-80GB", "--vllm-version", "0.23.0",
+         "--gpu-memory-utilization", "0.22")),
+    ):
+        assert f"Available KV cache memory: {logged} GiB" in (data / log).read_text()
+        pool = run_json("size", *args, "--max-num-batched-tokens", "2048", "--tokens", "1")["pool"]
+        available = pool["kv_cache_memory_bytes"] / GIB
+        assert abs(available - logged) < max(0.02 * abs(logged), 0.3), (log, available)
+    assert pool["num_blocks"] == 0  # the 7B start: no memory for the cache blocks, as vLLM found
+    # 0.9's tower code (fp32 pixels, other rotary code) is not read: a note, no encoder term
+    old = run_json("size", QWEN25VL_7B, "--gpu", "L4", "--vllm-version", "0.9.2", "--max-model-len", "2048", "--tokens", "1")
+    assert any("encoder profile run is not modelled" in n for n in old["notes"])

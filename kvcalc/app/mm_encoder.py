@@ -5,8 +5,16 @@ from __future__ import annotations
 import json
 
 from kvcalc.app.settings import Settings
-from kvcalc.core.mm_budget import LIMIT_DEFAULT, encoder_items, encoder_profile
+from kvcalc.core.mm_budget import (
+    LIMIT_DEFAULT,
+    VisionTower,
+    encoder_items,
+    encoder_profile,
+    qwen25_vl_line,
+    video_item_tokens,
+)
 from kvcalc.core.model import ModelSpec
+from kvcalc.core.record import replace
 from kvcalc.core.vllm_rules import RuleLine
 from kvcalc.errors import PlanError, named
 from kvcalc.sources.vision import vision_tower
@@ -73,6 +81,12 @@ def encoder_term(
     tower = vision_tower(model.arch)
     if tower is None:
         return None
+    from kvcalc.core.vllm_rules import parse_release
+
+    release = parse_release(str(s.vllm_version).strip())
+    pixel_bytes = 1 if tower.uint8_from and release >= tower.uint8_from else 0  # uint8 pixels, normalized on the GPU
+    if tower.video_pair_tokens:
+        return _qwen25_term(s, tower, release, tp, mnbt, max_num_seqs, max_model_len, dtype_bytes, v2_runner, pixel_bytes)
     if limit == 0:
         from kvcalc.core.towers import tower_modalities
 
@@ -80,9 +94,33 @@ def encoder_term(
             return None  # images off, video on: vLLM profiles a video item, whose pass kvcalc does not model
         return 0, 0, "images off (--limit-mm-per-prompt or --language-model-only): no encoder pass"
     budget, items = encoder_items(tower, mnbt, max_num_seqs, max_model_len, limit, line.mm_budget_placeholder)
-    from kvcalc.core.vllm_rules import parse_release
-
-    release = parse_release(str(s.vllm_version).strip())
-    pixel_bytes = 1 if tower.uint8_from and release >= tower.uint8_from else 0  # uint8 pixels, normalized on the GPU
     phase, kept, how = encoder_profile(tower, items, tp, dtype_bytes, not v2_runner, pixel_bytes)
     return phase, kept, f"encoder budget {budget} tokens, {how}"
+
+
+def _qwen25_term(
+    s: Settings, tower: VisionTower, release: tuple[int, ...], tp: int, mnbt: int, max_num_seqs: int,
+    max_model_len: int, dtype_bytes: int, v2_runner: bool, pixel_bytes: int,
+) -> tuple[int, int, str] | None:
+    """Qwen2.5-VL: vLLM profiles the modality whose largest item has the most tokens (vllm==0.23.0:
+    multimodal/encoder_budget.py:184; on a tie video from 0.19, image before: the same patches either way), the
+    dummy video growing with max_model_len (core.mm_budget.video_item_tokens). None where kvcalc has not read the
+    release's tower code."""
+    qwen25_line = qwen25_vl_line(release)
+    if not qwen25_line:
+        return None
+    image, video = image_limit(s), modality_limit(s, "video")
+    options = [(tower.tokens_per_item, "image", image)] if image else []
+    if video:
+        options.append((video_item_tokens(tower, max_model_len), "video", video))
+    if not options:
+        return 0, 0, "images and videos off (--limit-mm-per-prompt or --language-model-only): no encoder pass"
+    tokens, modality, limit = max(options)
+    scale = tokens // tower.tokens_per_item  # frame pairs: each a largest image's patches
+    item = replace(tower, tokens_per_item=tokens, patches_per_tile=tower.patches_per_tile * scale,
+                   pixels_per_tile=tower.pixels_per_tile * scale)
+    budget, items = encoder_items(item, mnbt, max_num_seqs, max_model_len, limit)
+    pixels = 1 if qwen25_line["pixels"] in (1, 3) else pixel_bytes  # uint8 from 0.28
+    phase, kept, how = encoder_profile(item, items, tp, dtype_bytes, not v2_runner, pixels, qwen25_line)
+    what = f"{2 * scale if scale > 1 else 1}-frame video" if modality == "video" else "image"
+    return phase, kept, f"encoder budget {budget} tokens, one {what} item of {tokens} tokens, {how}"

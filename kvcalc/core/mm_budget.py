@@ -31,7 +31,10 @@ class VisionTower:
     text_hidden: int  # the decoder's width: the outputs kept in the encoder cache
     projector_tokens_per_tile: int = 0  # tokens through a two-layer MLP projector to the decoder width
     placeholder_tokens: int = 0  # prompt tokens of one item's placeholder, when more than its embeddings
-    heads: int = 0  # Qwen3-VL's block layout (qwen3_vl_layer) where set: the tower's attention heads
+    heads: int = 0  # the tower's attention heads (the Qwen towers' layouts below)
+    layout: str = ""  # "qwen3_vl" (qwen3_vl_layer), "qwen2_5_vl" (qwen25_vl_layer); "": CLIP/SigLIP's MLP
+    video_pair_tokens: int = 0  # Qwen2.5-VL: the tokens of one pair of largest frames (its video item grows with them)
+    max_frames: int = 0  # Qwen2.5-VL: the dummy video's frame cap
     # the first release whose processor hands this tower uint8 pixels, normalized on the GPU
     # (supports_mm_device_do_normalize); () where none does
     uint8_from: tuple[int, ...] = ()
@@ -62,6 +65,69 @@ def qwen3_vl_layer(t: VisionTower, seq: int, tp: int, dt: int) -> tuple[int, str
     return total, f"tower {which} {seq} x ({kept} kept + {moments[which]}) x {dt} B = {figure(total)}"
 
 
+# Qwen2.5-VL's tower code, by release (first, last, how it runs): "rotary" fp32 (0.11: the rotary over an fp32
+# copy, vllm==0.11.0: models/qwen2_vl.py:275-284; 0.11.0 also gathers the whole qkv on every TP rank and copies q,
+# k and v, 36 B per local width at the rotary, 0.11.1 works on views, 26 B) or bf16 (0.12+: get_rope's tables
+# cached on the GPU by get_rope_by_thw, which outlive the pass); "silu" native (0.11-0.14: gate/up, the SiLU and the
+# product alive) or compiled (0.15+); "qk_copy": the contiguous q/k before the rotary (0.15+); "pixels": bytes a
+# pixel value takes (the model dtype's up to 0.27; uint8 from 0.28, whose bf16 normalized copy lives through the
+# tower in 0.28-0.29, 1 + 2 B, and only through the patch embed from 0.30). vllm==0.28.0: qwen2_5_vl.py:1259
+# supports_mm_device_do_normalize. Releases not read (up to 0.10): not modelled.
+QWEN25_VL_LINES: tuple[tuple[tuple[int, int, int], tuple[int, int, int], dict], ...] = (
+    ((0, 30, 0), (99, 99, 99), dict(rotary="bf16", silu="compiled", qk_copy=True, pixels=1)),
+    ((0, 28, 0), (0, 29, 99), dict(rotary="bf16", silu="compiled", qk_copy=True, pixels=3)),
+    ((0, 15, 0), (0, 27, 99), dict(rotary="bf16", silu="compiled", qk_copy=True, pixels=0)),
+    ((0, 12, 0), (0, 14, 99), dict(rotary="bf16", silu="native", qk_copy=False, pixels=0)),
+    ((0, 11, 1), (0, 11, 99), dict(rotary="fp32", silu="native", attention=26, gather=False, pixels=0)),
+    ((0, 11, 0), (0, 11, 0), dict(rotary="fp32", silu="native", attention=36, gather=True, pixels=0)),
+)
+
+
+def qwen25_vl_line(release: tuple[int, ...]) -> dict:
+    """How ``release`` runs Qwen2.5-VL's tower (QWEN25_VL_LINES); {} where kvcalc has not read it."""
+    r = (tuple(release) + (0, 0, 0))[:3]
+    return next((dict(how) for first, last, how in QWEN25_VL_LINES if first <= r <= last), {})
+
+
+def video_item_tokens(t: VisionTower, max_model_len: int) -> int:
+    """Tokens of Qwen2.5-VL's dummy video: the most frames of the largest image whose tokens fit in max_model_len,
+    at most max_frames, at least 1, two frames per temporal patch (vllm==0.23.0: models/qwen2_vl.py:1029-1065)."""
+    pairs = max_model_len // t.video_pair_tokens
+    frames = max(min(2 * pairs, t.max_frames), 1)
+    return -(-frames // 2) * t.video_pair_tokens
+
+
+def qwen25_vl_layer(t: VisionTower, seq: int, tp: int, dt: int, line: dict) -> tuple[int, int, str]:
+    """(widest moment besides the pixels, bytes kept under the decoder's pass, how) of Qwen2.5-VL's blocks over
+    ``seq`` patches on one rank (vllm==0.23.0: models/qwen2_5_vl.py:400-457 the attention, :309-345 the MLP, :472-530
+    the block, :1039-1116 the forward). Kept through every block: the window index and its reverse (int64 per merged
+    token), the block's input and the rotary rows (head size / 2 wide: fp32, or a bf16 cos and sin cached plus a
+    copy). The MLP at down_proj: the attention's output, the fused norm's output and new residual, gate/up, the
+    activation, down's output and its all-reduce; with the native SiLU-and-mul also the SiLU's temporary. The
+    attention, bf16 rotary: the normed input, qkv, the q/k copy and the rotated q/k, FlashAttention's output, the
+    projection and its all-reduce; fp32 rotary: the normed input, cos and sin in fp32, and line['attention'] B per
+    local width (qkv, copies, the fp32 copy and output, the bf16 result); 0.11.0 at TP > 1 also gathers the whole qkv
+    (one buffer per rank and their concatenation)."""
+    hd = t.hidden // t.heads
+    r, d, d_t, i_t = hd // 2, t.hidden, t.heads // tp * hd, t.inter // tp
+    reduce = d * dt if tp > 1 else 0
+    norm_copy = dt * (t.pixels_per_tile // t.patches_per_tile) if line["pixels"] == 3 else 0  # 0.28-0.29's bf16 copy
+    bf16 = line["rotary"] == "bf16"
+    kept = (4 * r * dt if bf16 else 4 * r) + 4 + d * dt + norm_copy
+    moments = {"MLP down_proj": kept + 4 * d * dt + 3 * i_t * dt + reduce}
+    if line["silu"] == "native":
+        moments["MLP SiLU-and-mul"] = kept + 3 * d * dt + 4 * i_t * dt
+    if bf16:
+        moments["attention"] = kept + 2 * d * dt + (8 if line["qk_copy"] else 6) * d_t * dt + reduce
+    else:
+        moments["attention's fp32 rotary"] = kept + d * dt + 2 * r * 4 + line["attention"] * d_t
+        if line["gather"] and tp > 1:
+            moments["attention's qkv all-gather"] = kept + d * dt + 3 * d_t * dt + 2 * 3 * d * dt
+    which = max(moments, key=lambda k: moments[k])
+    total = seq * moments[which]
+    return total, seq * 2 * r * dt if bf16 else 0, f"tower {which} {seq} x {moments[which]} B = {figure(total)}"
+
+
 def encoder_items(
     t: VisionTower, mnbt: int, max_num_seqs: int, max_model_len: int, limit: int, placeholder: bool = False
 ) -> tuple[int, int]:
@@ -78,7 +144,8 @@ def encoder_items(
 
 
 def encoder_profile(
-    t: VisionTower, items: int, tp: int, dtype_bytes: int, images_kept: bool, pixel_bytes: int = 0
+    t: VisionTower, items: int, tp: int, dtype_bytes: int, images_kept: bool, pixel_bytes: int = 0,
+    qwen25_line: dict | None = None,
 ) -> tuple[int, int, str]:
     """(encoder-phase peak, bytes kept under the decoder's forward, how), per GPU.
 
@@ -93,13 +160,17 @@ def encoder_profile(
       where they are a local of V1's profile_run (``images_kept``; model runner V2 batches them inside
       execute_mm_encoder, whose locals are gone by the decoder's pass).
     - ``pixel_bytes``: 1 where the processor hands over uint8 pixels (VisionTower.uint8_from), else the model
-      dtype's. A Qwen3-VL tower (``heads`` set) takes qwen3_vl_layer's widest moment."""
+      dtype's. A Qwen3-VL tower takes qwen3_vl_layer's widest moment, a Qwen2.5-VL tower qwen25_vl_layer's at
+      ``qwen25_line`` (qwen25_vl_line)."""
     dt = dtype_bytes
     tiles = items * t.tiles_per_item
     seq = tiles * t.patches_per_tile
     images = tiles * t.pixels_per_tile * (pixel_bytes or dt)
-    if t.heads:
+    after = 0
+    if t.layout == "qwen3_vl":
         layer, layer_how = qwen3_vl_layer(t, seq, tp, dt)
+    elif t.layout == "qwen2_5_vl":
+        layer, after, layer_how = qwen25_vl_layer(t, seq, tp, dt, qwen25_line or {})
     else:
         layer = seq * (2 * t.hidden + 2 * (t.inter // tp)) * dt
         layer_how = f"tower MLP {seq} x (2 x {t.hidden} + 2 x {t.inter // tp}) x {dt} B = {figure(layer)}"
@@ -107,7 +178,7 @@ def encoder_profile(
     projector = ptoks * (t.hidden + t.text_hidden // tp + t.text_hidden) * dt
     outputs = items * t.tokens_per_item * t.text_hidden * dt
     phase = images + max(layer, projector)
-    kept = outputs + (images if images_kept else 0)
+    kept = outputs + (images if images_kept else 0) + after
     widest = (
         layer_how
         if layer >= projector

@@ -36,7 +36,7 @@ MAX_LEN_KEYS = (
 )
 ROPE_TYPES_NOT_SCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 ROPE_TYPES_NOT_SCALED_0_29 = ("su", "longrope", "llama3")  # vllm==0.29.0: config/model.py:2452
-QWEN_SWA_TYPES = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_5_vl_text", "qwen3_vl_text")
+QWEN_SWA_TYPES = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_5_vl_text", "qwen3_vl_text", "qwen2_5_vl", "qwen2_vl")
 # config classes whose sliding_window defaults to 4096 when the key is absent (transformers:
 # MistralConfig, Qwen2Config, Qwen2MoeConfig, Qwen3Config, Qwen3MoeConfig, Gemma2Config,
 # Gemma3TextConfig, Cohere2Config); the Qwen ones apply it only with use_sliding_window

@@ -19,6 +19,11 @@ QWEN35_MAX_PIXELS = 16_777_216
 # vllm==0.32.0 model_executor/models/qwen3_vl.py:1964, not in 0.31.0; the processor then skips rescale and
 # normalize, config/multimodal.py:725-735, and vLLM casts only floating outputs, processing/context.py:366)
 QWEN3_VL_UINT8_FROM = (0, 32, 0)
+QWEN25_VL_TYPES = ("qwen2_5_vl",)
+# max_pixels of the Qwen2.5-VL checkpoints' preprocessor_config.json (12,845,056 = 3584^2; a printed processor of
+# Qwen2.5-VL-7B-Instruct, search-index file 41254378932), read by vLLM for its largest dummy image; its pixels' dtype
+# by release is core.mm_budget.QWEN25_VL_LINES
+QWEN25_VL_MAX_PIXELS, QWEN25_VL_MAX_FRAMES = 12_845_056, 14
 
 
 def _pos(d: object, key: str) -> int | None:
@@ -29,6 +34,8 @@ def _pos(d: object, key: str) -> int | None:
 def vision_tower(arch: dict) -> VisionTower | None:
     """The tower of a multimodal config, or None where kvcalc does not model it."""
     v, wrapper = arch.get("vision_config"), arch.get("wrapper")
+    if arch.get("model_type") in QWEN25_VL_TYPES:  # a flat config: the text fields at the top
+        return _qwen25_tower(v, _pos(arch, "hidden_size"))
     if not isinstance(wrapper, dict):
         return None
     model_type = wrapper.get("model_type")
@@ -95,6 +102,28 @@ def _qwen35_tower(v: object, text_hidden: int | None) -> VisionTower | None:
     patches = tokens * merge * merge
     pixels = patches * channels * frames * patch * patch
     return VisionTower(
-        "Qwen3.5, Qwen3-VL tower", tokens, 1, patches, pixels, hidden, inter, text_hidden, heads=heads,
+        "Qwen3.5, Qwen3-VL tower", tokens, 1, patches, pixels, hidden, inter, text_hidden, heads=heads, layout="qwen3_vl",
         uint8_from=QWEN3_VL_UINT8_FROM,
+    )
+
+
+def _qwen25_tower(v: object, text_hidden: int | None) -> VisionTower | None:
+    """Qwen2.5-VL's tower. The largest image: max pixels // (patch x merge)^2 merged tokens (vllm==0.23.0:
+    models/qwen2_vl.py:965-1016), merge^2 patches each of channels x temporal patch x patch^2 pixels; the dummy
+    video takes up to 14 such frames, a pair per temporal patch (core.mm_budget.video_item_tokens)."""
+    if not isinstance(v, dict):
+        return None
+    hidden, inter, heads = _pos(v, "hidden_size"), _pos(v, "intermediate_size"), _pos(v, "num_heads")
+    patch, merge = _pos(v, "patch_size"), _pos(v, "spatial_merge_size") or 2
+    frames, channels = _pos(v, "temporal_patch_size") or 2, _pos(v, "in_chans") or _pos(v, "in_channels") or 3
+    if None in (hidden, inter, heads, patch, text_hidden) or hidden % heads:  # type: ignore[operator]
+        return None
+    assert hidden and inter and heads and patch and text_hidden  # noqa: S101 - narrowed above
+    tokens = QWEN25_VL_MAX_PIXELS // (patch * merge) ** 2
+    if not tokens:
+        return None
+    patches = tokens * merge * merge
+    return VisionTower(
+        "Qwen2.5-VL tower", tokens, 1, patches, patches * channels * frames * patch * patch, hidden, inter, text_hidden,
+        heads=heads, layout="qwen2_5_vl", video_pair_tokens=tokens, max_frames=QWEN25_VL_MAX_FRAMES,
     )
