@@ -86,7 +86,7 @@ def encoder_term(
     release = parse_release(str(s.vllm_version).strip())
     pixel_bytes = 1 if tower.uint8_from and release >= tower.uint8_from else 0  # uint8 pixels, normalized on the GPU
     if tower.video_pair_tokens:
-        return _qwen25_term(s, tower, release, tp, mnbt, max_num_seqs, max_model_len, dtype_bytes, v2_runner, pixel_bytes)
+        return _qwen25_term(s, tower, release, tp, mnbt, max_num_seqs, max_model_len, dtype_bytes, v2_runner)
     if limit == 0:
         from kvcalc.core.towers import tower_modalities
 
@@ -100,7 +100,7 @@ def encoder_term(
 
 def _qwen25_term(
     s: Settings, tower: VisionTower, release: tuple[int, ...], tp: int, mnbt: int, max_num_seqs: int,
-    max_model_len: int, dtype_bytes: int, v2_runner: bool, pixel_bytes: int,
+    max_model_len: int, dtype_bytes: int, v2_runner: bool,
 ) -> tuple[int, int, str] | None:
     """Qwen2.5-VL: vLLM profiles the modality whose largest item has the most tokens (vllm==0.23.0:
     multimodal/encoder_budget.py:184; on a tie video from 0.19, image before: the same patches either way), the
@@ -120,7 +120,7 @@ def _qwen25_term(
     item = replace(tower, tokens_per_item=tokens, patches_per_tile=tower.patches_per_tile * scale,
                    pixels_per_tile=tower.pixels_per_tile * scale)
     budget, items = encoder_items(item, mnbt, max_num_seqs, max_model_len, limit)
-    pixels = 1 if qwen25_line["pixels"] in (1, 3) else pixel_bytes  # uint8 from 0.28
+    pixels = 1 if qwen25_line["pixels"] in (1, 3) else 0  # uint8 from 0.28; else the model dtype
     phase, kept, how = encoder_profile(item, items, tp, dtype_bytes, not v2_runner, pixels, qwen25_line)
     what = f"{2 * scale if scale > 1 else 1}-frame video" if modality == "video" else "image"
     return phase, kept, f"encoder budget {budget} tokens, one {what} item of {tokens} tokens, {how}"
