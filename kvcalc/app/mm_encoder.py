@@ -15,7 +15,8 @@ from kvcalc.core.mm_budget import (
 )
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.record import replace
-from kvcalc.core.vllm_rules import RuleLine
+from kvcalc.core.towers import tower_modalities, tower_skipped
+from kvcalc.core.vllm_rules import RuleLine, parse_release
 from kvcalc.errors import PlanError, named
 from kvcalc.sources.vision import vision_tower
 
@@ -33,8 +34,6 @@ def modality_limit(s: Settings, modality: str) -> int:
     --language-model-only (vllm==0.19.0: config/multimodal.py:259-273), else the JSON's, else 999."""
     text = s.limit_mm_per_prompt
     if s.language_model_only:
-        from kvcalc.core.vllm_rules import parse_release
-
         if parse_release(str(s.vllm_version).strip()) < (0, 17):
             raise PlanError(
                 f"{named('language_model_only')}: vLLM {str(s.vllm_version).strip()} has no such flag (0.17.0 and later: "
@@ -62,9 +61,6 @@ def modality_limit(s: Settings, modality: str) -> int:
 def towers_off(s: Settings, model: ModelSpec) -> bool:
     """Whether vLLM builds no vision tower for ``model`` at --vllm-version: every limit of the tower's modalities
     is 0 (image; Qwen3-VL and Qwen3.5 image and video) and the release skips it then (core.towers)."""
-    from kvcalc.core.towers import tower_modalities, tower_skipped
-    from kvcalc.core.vllm_rules import parse_release
-
     off = all(modality_limit(s, m) == 0 for m in tower_modalities(model.arch))
     return tower_skipped(model.arch, parse_release(str(s.vllm_version).strip()), off)
 
@@ -81,15 +77,11 @@ def encoder_term(
     tower = vision_tower(model.arch)
     if tower is None:
         return None
-    from kvcalc.core.vllm_rules import parse_release
-
     release = parse_release(str(s.vllm_version).strip())
     pixel_bytes = 1 if tower.uint8_from and release >= tower.uint8_from else 0  # uint8 pixels, normalized on the GPU
     if tower.video_pair_tokens:
         return _qwen25_term(s, tower, release, tp, mnbt, max_num_seqs, max_model_len, dtype_bytes, v2_runner)
     if limit == 0:
-        from kvcalc.core.towers import tower_modalities
-
         if any(modality_limit(s, m) for m in tower_modalities(model.arch)):
             return None  # images off, video on: vLLM profiles a video item, whose pass kvcalc does not model
         return 0, 0, "images off (--limit-mm-per-prompt or --language-model-only): no encoder pass"

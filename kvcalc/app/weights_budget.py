@@ -13,7 +13,9 @@ from kvcalc.core.model import ModelSpec
 from kvcalc.core.plan import ParallelPlan
 from kvcalc.core.quant import QUANTIZATIONS
 from kvcalc.core.speculative import unloaded_bytes
+from kvcalc.core.towers import mrope_rows_factor
 from kvcalc.core.units import format_bytes
+from kvcalc.core.vllm_rules import parse_release
 from kvcalc.core.weights import estimate_weights
 from kvcalc.errors import PlanError, named
 
@@ -46,9 +48,6 @@ def _target_weights(
     if s.dtype not in (None, "auto") and dtype_bytes and dtype_bytes != MODEL_DTYPES[model.dtype]:
         dtype = next(name for name, size in MODEL_DTYPES.items() if size == dtype_bytes)
     ep = plan.tp * plan.dp if s.enable_expert_parallel and vllm_extras else None
-    from kvcalc.core.towers import mrope_rows_factor
-    from kvcalc.core.vllm_rules import parse_release
-
     kw: dict[str, Any] = dict(mxfp4_kernel=mxfp4, dtype=dtype, vllm_extras=vllm_extras, fp8_marlin=fp8_marlin,
                               towers_off=vllm_extras and towers_off(s, model), expandable=bool(s.expandable_segments),
                               mrope_factor=mrope_rows_factor(model.arch, parse_release(str(s.vllm_version).strip())))

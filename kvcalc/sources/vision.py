@@ -81,49 +81,42 @@ def vision_tower(arch: dict) -> VisionTower | None:
     return VisionTower("LLaVA-NeXT, CLIP tower", best[0], best[1], base + 1, pixels, hidden, inter, text_hidden, base)
 
 
-def _qwen35_tower(v: object, text_hidden: int | None) -> VisionTower | None:
-    """Qwen3.5/3.6's Qwen3-VL tower. vLLM's largest dummy image: max pixels // (patch x merge)^2 merged tokens
-    in the factor pair closest to square (vllm==0.27.1: models/qwen2_vl.py:948-999, get_image_size_with_most
-    _features; Qwen3_5ProcessingInfo inherits it, qwen3_5.py:104), each token merge^2 patches of channels x
-    temporal patch x patch^2 pixels (an image is one frame pair, qwen3_vl.py:883-942). Video's largest item
-    (its processor's 25,165,824 pixels over 2 frames: 12,288 tokens) is smaller, so images are profiled
-    (multimodal/encoder_budget.py:189-193). With deepstack layers (Qwen3-VL itself) the tower is not read."""
-    if not isinstance(v, dict) or v.get("deepstack_visual_indexes"):
-        return None
-    hidden, inter, heads = _pos(v, "hidden_size"), _pos(v, "intermediate_size"), _pos(v, "num_heads")
-    patch, merge = _pos(v, "patch_size"), _pos(v, "spatial_merge_size")
-    frames, channels = _pos(v, "temporal_patch_size") or 2, _pos(v, "in_channels") or 3
-    if None in (hidden, inter, heads, patch, merge, text_hidden) or hidden % heads:  # type: ignore[operator]
-        return None
-    assert hidden and inter and heads and patch and merge and text_hidden  # noqa: S101 - narrowed above
-    tokens = QWEN35_MAX_PIXELS // (patch * merge) ** 2
-    if not tokens:
-        return None
-    patches = tokens * merge * merge
-    pixels = patches * channels * frames * patch * patch
-    return VisionTower(
-        "Qwen3.5, Qwen3-VL tower", tokens, 1, patches, pixels, hidden, inter, text_hidden, heads=heads, layout="qwen3_vl",
-        uint8_from=QWEN3_VL_UINT8_FROM,
-    )
-
-
-def _qwen25_tower(v: object, text_hidden: int | None) -> VisionTower | None:
-    """Qwen2.5-VL's tower. The largest image: max pixels // (patch x merge)^2 merged tokens (vllm==0.23.0:
-    models/qwen2_vl.py:965-1016), merge^2 patches each of channels x temporal patch x patch^2 pixels; the dummy
-    video takes up to 14 such frames, a pair per temporal patch (core.mm_budget.video_item_tokens)."""
+def _qwen_geometry(v: object, text_hidden: int | None, max_pixels: int, merge_default: int | None) -> dict | None:
+    """A Qwen vision tower's widths and its largest image: max pixels // (patch x merge)^2 merged tokens (vLLM's
+    get_image_size_with_most_features, vllm==0.27.1: models/qwen2_vl.py:948-999), merge^2 patches each of channels x
+    temporal patch x patch^2 pixels (an image is one frame pair, qwen3_vl.py:883-942). None if a field is missing."""
     if not isinstance(v, dict):
         return None
     hidden, inter, heads = _pos(v, "hidden_size"), _pos(v, "intermediate_size"), _pos(v, "num_heads")
-    patch, merge = _pos(v, "patch_size"), _pos(v, "spatial_merge_size") or 2
+    patch, merge = _pos(v, "patch_size"), _pos(v, "spatial_merge_size") or merge_default
     frames, channels = _pos(v, "temporal_patch_size") or 2, _pos(v, "in_chans") or _pos(v, "in_channels") or 3
-    if None in (hidden, inter, heads, patch, text_hidden) or hidden % heads:  # type: ignore[operator]
+    if None in (hidden, inter, heads, patch, merge, text_hidden) or hidden % heads:  # type: ignore[operator]
         return None
-    assert hidden and inter and heads and patch and text_hidden  # noqa: S101 - narrowed above
-    tokens = QWEN25_VL_MAX_PIXELS // (patch * merge) ** 2
+    assert hidden and inter and heads and patch and merge and text_hidden  # noqa: S101 - narrowed above
+    tokens = max_pixels // (patch * merge) ** 2
     if not tokens:
         return None
     patches = tokens * merge * merge
-    return VisionTower(
-        "Qwen2.5-VL tower", tokens, 1, patches, patches * channels * frames * patch * patch, hidden, inter, text_hidden,
-        heads=heads, layout="qwen2_5_vl", video_pair_tokens=tokens, max_frames=QWEN25_VL_MAX_FRAMES,
-    )
+    return dict(tokens_per_item=tokens, tiles_per_item=1, patches_per_tile=patches,
+                pixels_per_tile=patches * channels * frames * patch * patch, hidden=hidden, inter=inter,
+                text_hidden=text_hidden, heads=heads)
+
+
+def _qwen35_tower(v: object, text_hidden: int | None) -> VisionTower | None:
+    """Qwen3.5/3.6's Qwen3-VL tower (Qwen3_5ProcessingInfo inherits the image size, qwen3_5.py:104). Video's largest
+    item (its processor's 25,165,824 pixels over 2 frames: 12,288 tokens) is smaller, so images are profiled
+    (multimodal/encoder_budget.py:189-193). With deepstack layers (Qwen3-VL itself) the tower is not read."""
+    if isinstance(v, dict) and v.get("deepstack_visual_indexes"):
+        return None
+    g = _qwen_geometry(v, text_hidden, QWEN35_MAX_PIXELS, None)
+    return VisionTower("Qwen3.5, Qwen3-VL tower", layout="qwen3_vl", uint8_from=QWEN3_VL_UINT8_FROM, **g) if g else None
+
+
+def _qwen25_tower(v: object, text_hidden: int | None) -> VisionTower | None:
+    """Qwen2.5-VL's tower (vllm==0.23.0: models/qwen2_vl.py:965-1016); its dummy video takes up to 14 largest
+    images as frames, a pair per temporal patch (core.mm_budget.video_item_tokens)."""
+    g = _qwen_geometry(v, text_hidden, QWEN25_VL_MAX_PIXELS, 2)
+    if g is None:
+        return None
+    return VisionTower("Qwen2.5-VL tower", layout="qwen2_5_vl", video_pair_tokens=g["tokens_per_item"],
+                       max_frames=QWEN25_VL_MAX_FRAMES, **g)
